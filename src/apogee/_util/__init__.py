@@ -1,0 +1,1 @@
+"""Business-free helpers shared by every layer (stdlib only)."""

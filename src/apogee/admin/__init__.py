@@ -1,0 +1,1 @@
+"""Administration: mqadmin-style operations and offline store inspection."""

@@ -1,0 +1,1 @@
+"""Broker: request handlers, managers and services around the store."""

@@ -1,0 +1,1 @@
+"""Asyncio Python client: producer, consumers, admin calls."""

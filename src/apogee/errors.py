@@ -1,0 +1,213 @@
+"""The whole exception tree of Apogee.
+
+Owns: every exception class raised across layers, and the lookup from a wire
+response code to the exception a client raises for it.
+Imports: ``apogee.codes`` only.
+
+Rule: expected outcomes are values (``PutStatus``, ``GetStatus``, response
+codes); exceptions are faults. Every fault carries ``code`` (a RocketMQ
+response code, ``SYSTEM_ERROR`` when none applies) and ``retriable``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from apogee.codes import ResponseCode
+
+
+class ApogeeError(Exception):
+    """Root of every Apogee exception."""
+
+    code: int = ResponseCode.SYSTEM_ERROR
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", *, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(ApogeeError, ValueError):
+    """A configuration file or option is invalid; the message names the key."""
+
+
+class ProtocolError(ApogeeError):
+    """Bytes or a header that do not follow the remoting protocol."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame announces more bytes than the configured maximum."""
+
+
+class HeaderFieldError(ProtocolError):
+    """A custom-header field is missing or cannot be parsed; names the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"header field {field!r}: {problem}")
+        self.field = field
+
+
+class RemotingError(ApogeeError):
+    """Transport-level fault (connection, timeout, overload)."""
+
+    retriable = True
+
+
+class RemotingConnectError(RemotingError):
+    """The peer could not be reached."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the request's timeout."""
+
+
+class RemotingClosedError(RemotingError):
+    """The connection closed while a request was pending."""
+
+
+class RemotingTooMuchRequestError(RemotingError):
+    """Too many requests already in flight on this side."""
+
+
+class StoreError(ApogeeError):
+    """A fault of the message store itself (I/O, corruption found at open)."""
+
+
+class StoreCorruptionError(StoreError):
+    """Store files disagree with each other beyond what recovery repairs."""
+
+
+class ClientError(ApogeeError):
+    """Invalid use of a client (bad argument, not started, ...)."""
+
+
+class BrokerResponseError(ApogeeError):
+    """A broker or name server answered with a non-success response code."""
+
+    #: response code this class stands for; the base covers unknown codes
+    response_code: ClassVar[int] = ResponseCode.SYSTEM_ERROR
+
+    def __init__(self, message: str = "", *, code: int | None = None) -> None:
+        super().__init__(message, code=self.response_code if code is None else code)
+
+
+# Retriable mirrors the Java producer's retryResponseCodes, plus SYSTEM_BUSY
+# which 5.x clients also retry.
+
+
+class BrokerSystemError(BrokerResponseError):
+    """SYSTEM_ERROR."""
+
+    response_code = ResponseCode.SYSTEM_ERROR
+    retriable = True
+
+
+class SystemBusyError(BrokerResponseError):
+    """SYSTEM_BUSY."""
+
+    response_code = ResponseCode.SYSTEM_BUSY
+    retriable = True
+
+
+class RequestCodeNotSupportedError(BrokerResponseError):
+    """REQUEST_CODE_NOT_SUPPORTED."""
+
+    response_code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+class FlushDiskTimeoutError(BrokerResponseError):
+    """FLUSH_DISK_TIMEOUT."""
+
+    response_code = ResponseCode.FLUSH_DISK_TIMEOUT
+
+
+class SlaveNotAvailableError(BrokerResponseError):
+    """SLAVE_NOT_AVAILABLE."""
+
+    response_code = ResponseCode.SLAVE_NOT_AVAILABLE
+
+
+class FlushSlaveTimeoutError(BrokerResponseError):
+    """FLUSH_SLAVE_TIMEOUT."""
+
+    response_code = ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+
+class MessageIllegalError(BrokerResponseError):
+    """MESSAGE_ILLEGAL."""
+
+    response_code = ResponseCode.MESSAGE_ILLEGAL
+
+
+class ServiceNotAvailableError(BrokerResponseError):
+    """SERVICE_NOT_AVAILABLE."""
+
+    response_code = ResponseCode.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+class NoPermissionError(BrokerResponseError):
+    """NO_PERMISSION."""
+
+    response_code = ResponseCode.NO_PERMISSION
+    retriable = True
+
+
+class TopicNotExistError(BrokerResponseError):
+    """TOPIC_NOT_EXIST."""
+
+    response_code = ResponseCode.TOPIC_NOT_EXIST
+    retriable = True
+
+
+class QueryNotFoundError(BrokerResponseError):
+    """QUERY_NOT_FOUND."""
+
+    response_code = ResponseCode.QUERY_NOT_FOUND
+
+
+class SubscriptionNotExistError(BrokerResponseError):
+    """SUBSCRIPTION_NOT_EXIST."""
+
+    response_code = ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+class SubscriptionGroupNotExistError(BrokerResponseError):
+    """SUBSCRIPTION_GROUP_NOT_EXIST."""
+
+    response_code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {
+    cls.response_code: cls
+    for cls in (
+        BrokerSystemError,
+        SystemBusyError,
+        RequestCodeNotSupportedError,
+        FlushDiskTimeoutError,
+        SlaveNotAvailableError,
+        FlushSlaveTimeoutError,
+        MessageIllegalError,
+        ServiceNotAvailableError,
+        NoPermissionError,
+        TopicNotExistError,
+        QueryNotFoundError,
+        SubscriptionNotExistError,
+        SubscriptionGroupNotExistError,
+    )
+}
+
+
+def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
+    """Build the exception a client raises for a non-success response code."""
+    cls = _BY_CODE.get(code, BrokerResponseError)
+    try:
+        name = ResponseCode(code).name
+    except ValueError:
+        name = f"CODE_{code}"
+    return cls(f"{name}: {remark or ''}".rstrip(": "), code=code)

@@ -1,0 +1,1 @@
+"""Pure value types and the stored-message binary codec (no I/O)."""

@@ -1,0 +1,1 @@
+"""NameServer: route tables, KV config and their request handlers."""

@@ -1,0 +1,1 @@
+"""Sans-I/O RocketMQ remoting codec: commands, frames, headers, bodies."""

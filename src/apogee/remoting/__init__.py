@@ -1,0 +1,1 @@
+"""Asyncio transport for remoting frames: server, client, connections."""

@@ -1,0 +1,1 @@
+"""Synchronous file-backed message store: CommitLog, ConsumeQueue, IndexFile."""
