@@ -8,21 +8,31 @@ Imports: any Apogee layer, but only inside the command that needs it, so
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
 from apogee import __version__
 
 # name -> "module:attribute" of a click command; loaded on first use
-_COMMANDS: dict[str, str] = {}
+_COMMANDS: dict[str, str] = {
+    "admin": "apogee.cli.admin:admin",
+    "bench": "apogee.cli.bench:bench",
+}
 
 
-class _LazyGroup(click.Group):
+class LazyGroup(click.Group):
+    """A click group whose commands are imported only when invoked."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_COMMANDS)
+        return sorted(self.lazy_commands)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = _COMMANDS.get(cmd_name)
+        target = self.lazy_commands.get(cmd_name)
         if target is None:
             return None
         module_name, attr = target.split(":")
@@ -31,7 +41,7 @@ class _LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=_LazyGroup)
+@click.group(cls=LazyGroup, lazy_commands=_COMMANDS)
 @click.version_option(__version__, prog_name="apogee")
 def cli() -> None:
     """Apogee: a RocketMQ-compatible message queue."""

@@ -1,0 +1,18 @@
+"""``apogee bench``: benchmarks, loaded lazily by name.
+
+Owns: the bench command table; each entry is a click command in ``apogee.bench``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from apogee.cli.main import LazyGroup
+
+# benchmark name -> "module:attribute"
+BENCH_COMMANDS: dict[str, str] = {}
+
+
+@click.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)
+def bench() -> None:
+    """Measure throughput and latency."""
