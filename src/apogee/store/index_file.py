@@ -40,7 +40,7 @@ from types import TracebackType
 
 from apogee._util.fileio import fsync_dir
 from apogee.errors import StoreCorruptionError
-from apogee.model.javahash import java_string_hash
+from apogee.model.javahash import java_string_hash_uncached
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -73,7 +73,7 @@ def file_size(hash_slot_num: int, index_num: int) -> int:
 
 def index_key_hash(key: str) -> int:
     """RocketMQ's index hash: ``abs(key.hashCode())``, and 0 for MIN_VALUE."""
-    h = java_string_hash(key)
+    h = java_string_hash_uncached(key)
     if h >= 0:
         return h
     # Java's Math.abs(MIN_VALUE) overflows to a negative number, mapped to 0.
