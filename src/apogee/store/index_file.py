@@ -256,13 +256,17 @@ class IndexFile:
             self._begin_phy = phy_offset
         begin = self._begin_ts
         diff = (store_timestamp - begin) // 1000 if begin > 0 else 0
-        diff = 0 if diff < 0 else min(diff, _INT32_MAX)
+        if diff < 0:
+            diff = 0
+        elif diff > _INT32_MAX:
+            diff = _INT32_MAX
         # Write order makes a torn put harmless: the entry is unreachable until
         # the header counts it and the slot points at it.
         _pack_entry(mm, self._entries_pos + number * ENTRY_SIZE, key_hash, phy_offset, diff, prev)
         self._index_count = number + 1
         self._end_phy = phy_offset
-        self._end_ts = max(self._end_ts, store_timestamp)
+        if store_timestamp > self._end_ts:  # noqa: PLR1730 - max() costs a call per put
+            self._end_ts = store_timestamp
         _pack_header(
             mm,
             0,

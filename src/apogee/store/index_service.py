@@ -72,8 +72,12 @@ def index_keys(request: DispatchRequest) -> list[str]:
     prefix = request.topic + "#"
     keys = [prefix + request.uniq_key] if request.uniq_key else []
     if request.keys:
-        keys.extend(prefix + token for token in request.keys.split(KEY_SEPARATOR) if token)
-    return list(dict.fromkeys(keys)) if len(keys) > 1 else keys
+        for token in request.keys.split(KEY_SEPARATOR):
+            if token:
+                key = prefix + token
+                if key not in keys:  # a handful of keys: a list beats a set here
+                    keys.append(key)
+    return keys
 
 
 def file_name_for(now_ms: int) -> str:
