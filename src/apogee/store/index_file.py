@@ -155,9 +155,14 @@ class IndexFile:
         tmp = path.with_name(path.name + TMP_SUFFIX)
         tmp.write_bytes(b"")
         mm = _map(tmp, file_size(hash_slot_num, index_num))
-        _pack_header(mm, 0, end_timestamp, end_timestamp, end_phy_offset, end_phy_offset, 0, 1)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        try:
+            _pack_header(mm, 0, end_timestamp, end_timestamp, end_phy_offset, end_phy_offset, 0, 1)
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except BaseException:
+            mm.close()
+            tmp.unlink(missing_ok=True)
+            raise
         f = cls(path, mm, hash_slot_num, index_num)
         f._dirty = True
         return f
@@ -265,7 +270,9 @@ class IndexFile:
         _pack_entry(mm, self._entries_pos + number * ENTRY_SIZE, key_hash, phy_offset, diff, prev)
         self._index_count = number + 1
         self._end_phy = phy_offset
-        if store_timestamp > self._end_ts:  # noqa: PLR1730 - max() costs a call per put
+        # The newest time rather than RocketMQ's last one: a clock stepping back
+        # must not shrink the range that queries and recovery compare against.
+        if store_timestamp > self._end_ts:  # noqa: PLR1730 - no max() call per put
             self._end_ts = store_timestamp
         _pack_header(
             mm,

@@ -164,6 +164,7 @@ class IndexService:
         keys = index_keys(request)
         if not keys:
             return
+        hashes = [index_key_hash(key) for key in keys]  # outside the lock readers wait on
         offset, timestamp = request.commit_log_offset, request.store_timestamp
         with self._lock:
             self._require_open()
@@ -172,8 +173,7 @@ class IndexService:
                 return
             if current is None or current.is_full:
                 current = self._roll()
-            for key in keys:
-                key_hash = index_key_hash(key)
+            for key_hash in hashes:
                 if not current.put_hash(key_hash, offset, timestamp):
                     current = self._roll()
                     current.put_hash(key_hash, offset, timestamp)

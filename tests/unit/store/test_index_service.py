@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from apogee._util.clock import FakeClock
-from apogee.errors import StoreError
+from apogee.errors import StoreCorruptionError, StoreError
 from apogee.store.dispatch import Dispatcher, DispatchRequest
 from apogee.store.index_service import MAX_MSGS_NUM_BATCH, IndexQueryResult, IndexService
 
@@ -352,6 +352,17 @@ def test_load_removes_interrupted_creations_and_ignores_foreign_files(tmp_path: 
     assert "README" in names(tmp_path)
     assert offsets(again, "all") == [0, 10, 20, 30, 40]
     again.close()
+
+
+def test_load_refuses_files_of_another_size(tmp_path: Path) -> None:
+    _, s = _fill_three_files(tmp_path)
+    s.close()
+    other = IndexService(tmp_path, max_hash_slot_num=8, max_index_num=5)
+    with pytest.raises(StoreCorruptionError, match="8 slots"):
+        other.load(True, 0)
+    assert len(names(tmp_path)) == 3  # nothing deleted on the way out
+    with pytest.raises(StoreError):
+        other.query("T", "all", 1, *EVERYTHING)
 
 
 def test_destroy_removes_every_file(tmp_path: Path) -> None:
