@@ -35,6 +35,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -87,15 +88,22 @@ def _check_sizes(hash_slot_num: int, index_num: int) -> None:
         raise ValueError(f"index_num must be in [2, 2^31 - 1], got {index_num}")
 
 
-def _map(path: Path, size: int | None) -> mmap.mmap:
-    """Map ``path`` read-write; with ``size``, first extend a new file to it."""
+def _map(path: Path, size: int | None) -> tuple[int, mmap.mmap]:
+    """Open and map ``path`` read-write; with ``size``, first extend a new file to it."""
     fd = os.open(path, os.O_RDWR)
     try:
         if size is not None:
             os.ftruncate(fd, size)  # sparse: untouched slots and entries read as 0
-        return mmap.mmap(fd, 0)
-    finally:
-        os.close(fd)  # the mapping keeps its own reference to the file
+        return fd, mmap.mmap(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# mmap.flush() (msync) holds the GIL for the whole write-back, stalling every
+# other thread, the event loop included. On Linux, fdatasync writes back pages
+# dirtied through a shared mapping as well, and releases the GIL.
+_SYNC_THROUGH_FD = sys.platform.startswith("linux")
 
 
 class IndexFile:
@@ -108,6 +116,7 @@ class IndexFile:
         "_end_phy",
         "_end_ts",
         "_entries_pos",
+        "_fd",
         "_index_count",
         "_index_num",
         "_mm",
@@ -116,8 +125,11 @@ class IndexFile:
         "path",
     )
 
-    def __init__(self, path: Path, mm: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
+    def __init__(
+        self, path: Path, fd: int, mm: mmap.mmap, hash_slot_num: int, index_num: int
+    ) -> None:
         self.path = path
+        self._fd = fd
         self._mm = mm
         self._slot_num = hash_slot_num
         self._index_num = index_num
@@ -154,16 +166,17 @@ class IndexFile:
         # short file under a real name; the service removes such leftovers.
         tmp = path.with_name(path.name + TMP_SUFFIX)
         tmp.write_bytes(b"")
-        mm = _map(tmp, file_size(hash_slot_num, index_num))
+        fd, mm = _map(tmp, file_size(hash_slot_num, index_num))
         try:
             _pack_header(mm, 0, end_timestamp, end_timestamp, end_phy_offset, end_phy_offset, 0, 1)
             os.replace(tmp, path)
             fsync_dir(path.parent)
         except BaseException:
             mm.close()
+            os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
-        f = cls(path, mm, hash_slot_num, index_num)
+        f = cls(path, fd, mm, hash_slot_num, index_num)
         f._dirty = True
         return f
 
@@ -184,7 +197,7 @@ class IndexFile:
                 f"index file {path}: size {actual}, expected {expected} for "
                 f"{hash_slot_num} slots and {index_num} entries"
             )
-        f = cls(path, _map(path, None), hash_slot_num, index_num)
+        f = cls(path, *_map(path, None), hash_slot_num, index_num)
         if f._index_count > index_num:
             count = f._index_count
             f.close()
@@ -326,23 +339,32 @@ class IndexFile:
     # -- lifecycle -------------------------------------------------------------
 
     def flush(self) -> None:
-        """Force written pages to disk (msync); a no-op when nothing changed."""
+        """Force written pages to disk; a no-op when nothing changed."""
         if self._dirty:
-            self._dirty = False  # cleared first: a put racing the msync re-marks it
-            self._mm.flush()
+            self._dirty = False  # cleared first: a put racing the sync re-marks it
+            if _SYNC_THROUGH_FD:
+                os.fdatasync(self._fd)
+            else:
+                self._mm.flush()
 
     def close(self) -> None:
         """Flush and unmap; the file stays on disk."""
         if self._mm.closed:
             return
-        self.flush()
-        self._mm.close()
+        try:
+            self.flush()
+        finally:
+            self._release()
 
     def destroy(self) -> None:
         """Unmap without flushing and delete the file."""
         if not self._mm.closed:
-            self._mm.close()
+            self._release()
         self.path.unlink(missing_ok=True)
+
+    def _release(self) -> None:
+        self._mm.close()
+        os.close(self._fd)
 
     @property
     def closed(self) -> bool:

@@ -23,7 +23,7 @@ Rules (RocketMQ's IndexService):
 
 Threads: one writer (``dispatch``) and any number of readers (``query``).
 ``_lock`` guards the file list and every access to mapped bytes. ``flush``
-runs msync outside ``_lock`` so the writer is not stalled by the disk;
+syncs to disk outside ``_lock`` so the writer is not stalled by the disk;
 ``_flush_lock`` keeps files from being unmapped under a running flush. Lock
 order: ``_flush_lock`` before ``_lock``.
 """

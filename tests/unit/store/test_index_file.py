@@ -6,6 +6,7 @@ so a layout mistake in the class cannot hide behind its own reader.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -237,3 +238,20 @@ def test_invalid_sizes_are_rejected(tmp_path: Path) -> None:
         IndexFile.create(tmp_path / "a", hash_slot_num=0, index_num=10)
     with pytest.raises(ValueError, match="index_num"):
         IndexFile.create(tmp_path / "b", hash_slot_num=10, index_num=1)
+
+
+def test_files_release_their_descriptors(tmp_path: Path) -> None:
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        pytest.skip("needs /proc to count open descriptors")
+    before = len(list(fd_dir.iterdir()))
+    with _create(tmp_path / "a") as f:
+        f.put_key("k", 1, T0)
+        f.flush()
+    with IndexFile.open(tmp_path / "a", hash_slot_num=SLOTS, index_num=ENTRIES):
+        pass
+    _create(tmp_path / "b").destroy()
+    with pytest.raises(StoreCorruptionError):
+        IndexFile.open(tmp_path / "a", hash_slot_num=SLOTS + 1, index_num=ENTRIES)
+    assert len(list(fd_dir.iterdir())) == before
+    assert sorted(os.listdir(tmp_path)) == ["a"]
