@@ -389,6 +389,7 @@ def test_concurrent_queries_see_consistent_results_while_indexing(tmp_path: Path
     s = service(tmp_path, entries=50, slots=7)
     total = 600
     written = [0]  # records dispatched so far (a bound, read without a lock)
+    done = threading.Event()
     errors: list[BaseException] = []
 
     def writer() -> None:
@@ -402,10 +403,12 @@ def test_concurrent_queries_see_consistent_results_while_indexing(tmp_path: Path
                     s.delete_files_below(i - 200)
         except BaseException as e:
             errors.append(e)
+        finally:
+            done.set()
 
     def reader() -> None:
         try:
-            while written[0] < total:
+            while not done.is_set():
                 bound = written[0]
                 got = s.query("T", f"k{bound % 5}", 64, *EVERYTHING).phy_offsets
                 assert list(got) == sorted(set(got))
@@ -419,5 +422,6 @@ def test_concurrent_queries_see_consistent_results_while_indexing(tmp_path: Path
     for t in threads:
         t.join(timeout=30)
     assert not errors
+    assert written[0] == total
     assert offsets(s, "k0", max_num=64)[-1] == 595
     s.close()
