@@ -10,7 +10,8 @@ The driver prints one JSON object per line; every line is kept as ``dict[str, ob
 lines that are not JSON (the C++ library sometimes prints to stdout) become
 ``{"event": "raw", "text": ...}``. Results are values: a timeout or a crash of the client is
 reported in :class:`CppRun`, never raised, so a test can put :meth:`CppRun.describe` into its
-assertion message.
+assertion message. Without a ``home`` argument each run gets a new temporary directory, left
+in place so that the client's log can still be read after the run.
 """
 
 from __future__ import annotations
