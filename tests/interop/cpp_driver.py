@@ -4,9 +4,10 @@ Usage: ``python tests/interop/cpp_driver.py '<json spec>'``. Imports only the st
 and the ``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``), never apogee: the interop tests run it in
 a subprocess so that the C++ client behaves exactly as it does for a user. The wheel's own
 Python wrapper is bypassed where it is wrong for the bundled ``librocketmq.so`` (its async
-callbacks take the send result by pointer, the library passes it by value; a raising message
-callback is reported as success), so every call goes through ``rocketmq.ffi.dll`` with
-prototypes declared here.
+callbacks take the send result by pointer, the library passes it by value; its exception struct
+has the wrong field sizes; a failing message callback is signalled by letting an exception
+escape into ctypes, which leaves the status the library sees unspecified), so every call goes
+through ``rocketmq.ffi.dll`` with prototypes declared here.
 
 Actions (``"action"`` in the spec; ``namesrv`` is required, everything else has a default):
 
