@@ -294,12 +294,18 @@ async def test_parked_request_answered_later(
     ],
 )
 async def test_garbage_closes_only_that_connection(
-    server: RemotingServer, client: RemotingClient, garbage: bytes
+    server: RemotingServer,
+    client: RemotingClient,
+    garbage: bytes,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="apogee.remoting.connection")
     before = await client.invoke(addr(server), RemotingCommand.request(ECHO, body=b"1"))
     assert await raw_exchange(server, garbage) == b""  # closed by the server, nothing sent
     after = await client.invoke(addr(server), RemotingCommand.request(ECHO, body=b"2"))
     assert (before.body, after.body) == (b"1", b"2")
+    closing = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
+    assert len(closing) == 1 and "127.0.0.1:" in closing[0]
 
 
 async def test_idle_connection_closed_and_listener_fires(harness: Harness) -> None:
