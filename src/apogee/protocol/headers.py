@@ -12,9 +12,10 @@ Rules (RemotingCommand.decodeCommandCustomHeader):
   or empty takes its default; one that is present but unparsable is an error
   too (bad input is refused, not silently dropped).
 * Numbers parse from decimal strings ("12"), booleans from "true"/"false"
-  (any case). Unknown ext fields are ignored, which covers the 5.x routing
-  fields (ns, nsd, bname, oway, lo) and the ACL fields (AccessKey,
-  Signature, OnsChannel, SecurityToken).
+  (any case) and "1"/"0" (what the C++ client of PyPI rocketmq 0.4.4 sends).
+* Unknown ext fields are ignored, which covers the 5.x routing fields (ns,
+  nsd, bname, oway, lo) and the ACL fields (AccessKey, Signature,
+  OnsChannel, SecurityToken).
 * Output omits None; booleans become "true"/"false", numbers decimal text.
 
 Send and pull headers are on the hot path and are decoded by straight-line
@@ -45,13 +46,15 @@ def _int(name: str, value: str) -> int:
         raise HeaderFieldError(name, f"not an integer: {value!r}") from None
 
 
+_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+
+
 def _bool(name: str, value: str) -> bool:
-    low = value.lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    raise HeaderFieldError(name, f"not a boolean: {value!r}")
+    # The C++ client bundled with PyPI rocketmq 0.4.4 writes booleans as "0"/"1".
+    parsed = _BOOLS.get(value) if value in _BOOLS else _BOOLS.get(value.lower())
+    if parsed is None:
+        raise HeaderFieldError(name, f"not a boolean: {value!r}")
+    return parsed
 
 
 def req_str(ext: ExtFields, name: str) -> str:

@@ -92,6 +92,36 @@ def test_send_header_through_a_cpp_json_frame() -> None:
     )
 
 
+def test_send_v1_as_the_bundled_cpp_client_sends_it() -> None:
+    # Captured from PyPI rocketmq 0.4.4 (librocketmq): code 10, version 63,
+    # booleans written as "0"/"1", ACL fields always present.
+    ext = {
+        "AccessKey": "",
+        "OnsChannel": "ALIYUN",
+        "Signature": "mFxMJ8aMLLBEa8iYJkPQGS2E+/0=",
+        "batch": "0",
+        "bornTimestamp": "1795322686437",
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "flag": "0",
+        "producerGroup": "interop_pg",
+        "properties": "TAGS\x01TagA\x02WAIT\x01true\x02",
+        "queueId": "2",
+        "reconsumeTimes": "0",
+        "sysFlag": "0",
+        "topic": "InteropTopic",
+        "unitMode": "0",
+    }
+    value = h.decode_send_header(RequestCode.SEND_MESSAGE, ext)
+    assert (value.topic, value.queue_id, value.unit_mode, value.batch) == (
+        "InteropTopic",
+        2,
+        False,
+        False,
+    )
+    assert h.decode_send_header(RequestCode.SEND_MESSAGE, {**ext, "batch": "1"}).batch is True
+
+
 @pytest.mark.parametrize("missing", V1_REQUIRED)
 def test_send_v1_missing_required_field_is_named(missing: str) -> None:
     ext = {k: v for k, v in V1.items() if k != missing}
