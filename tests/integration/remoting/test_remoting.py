@@ -371,6 +371,41 @@ async def test_pending_requests_fail_when_connection_closes(
     assert len(client_closed) == 1
 
 
+async def test_server_stops_reading_from_a_peer_that_does_not_read(harness: Harness) -> None:
+    big = bytes(8 * 1024 * 1024)  # more than the kernel buffers hold
+    handled: list[int] = []
+
+    def bulk(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        handled.append(req.opaque)
+        return req.make_response(body=big)
+
+    harness.table.register(2001, bulk)
+    cfg = ServerConfig(host="127.0.0.1", write_high_water_bytes=64 * 1024)
+    async with RemotingServer(harness.table, cfg) as srv:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", srv.port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        try:
+            for opaque in (1, 2, 3):
+                req = RemotingCommand.request(2001)
+                req.opaque = opaque
+                writer.write(encode_bytes(req))
+                await writer.drain()
+                await asyncio.sleep(0.15)
+            assert handled == [1]  # the answer to 1 is stuck, so 2 and 3 wait unread
+            decoder = FrameDecoder(max_frame_bytes=32 * 1024 * 1024)
+            got: list[RemotingCommand] = []
+            while len(got) < 3:
+                got.extend(decoder.feed(await asyncio.wait_for(reader.read(1 << 20), 5)))
+            assert [c.opaque for c in got] == [1, 2, 3] and handled == [1, 2, 3]
+            assert all(c.body == big for c in got)
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+
 # -- server -> client ------------------------------------------------------------------
 
 
