@@ -25,6 +25,8 @@ from apogee.remoting.dispatch import HandlerTable
 
 log = logging.getLogger(__name__)
 
+_CLOSE_WAIT_S = 2.0  # how long close() lets buffered requests flush before aborting
+
 
 def split_address(addr: str) -> tuple[str, int]:
     """``"host:port"`` (IPv6 as ``"[::1]:9876"``) -> (host, port)."""
@@ -136,18 +138,14 @@ class RemotingClient:
     async def close_connection(self, addr: str) -> None:
         conn = self._pool.pop(addr, None)
         if conn is not None:
-            conn.close()
-            await conn.wait_closed()
+            await conn.close_and_wait(_CLOSE_WAIT_S)
 
     async def close(self) -> None:
         """Close every pooled connection; pending requests fail with RemotingClosedError."""
         self._closed = True
         conns = list(self._pool.values())
         self._pool.clear()
-        for conn in conns:
-            conn.close()
-        for conn in conns:
-            await conn.wait_closed()
+        await asyncio.gather(*(c.close_and_wait(_CLOSE_WAIT_S) for c in conns))
 
     async def __aenter__(self) -> RemotingClient:
         return self

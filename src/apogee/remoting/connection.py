@@ -106,7 +106,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         if self._server_side and self._transport is not None and not self._transport.is_closing():
             self._transport.resume_reading()
-        self._wake_drain_waiters(None)
+        self._wake_drain_waiters()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_handle is not None:
@@ -116,7 +116,7 @@ class Connection(asyncio.Protocol):
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(error)
-        self._wake_drain_waiters(error)
+        self._wake_drain_waiters()
         if not self._closed.done():
             self._closed.set_result(None)
         if self._on_close is not None:
@@ -183,7 +183,11 @@ class Connection(asyncio.Protocol):
         try:
             self._write(request)
             if self._write_paused:
-                await self._drain()
+                # Wait for room in the buffer, but let the answer, the timeout
+                # or a close end the wait too.
+                waiter = self._drain_waiter()
+                fut.add_done_callback(lambda _: _resolve(waiter))
+                await waiter
             return await fut
         finally:
             timer.cancel()
@@ -195,7 +199,9 @@ class Connection(asyncio.Protocol):
         request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
         self._write(request)
         if self._write_paused:
-            await self._drain()
+            await self._drain_waiter()
+            if self._closed.done():
+                raise RemotingClosedError(f"connection with {self.peer} closed while sending")
 
     def _expire(self, opaque: int, code: int, timeout_s: float) -> None:
         fut = self._pending.pop(opaque, None)
@@ -206,20 +212,16 @@ class Connection(asyncio.Protocol):
                 )
             )
 
-    async def _drain(self) -> None:
+    def _drain_waiter(self) -> asyncio.Future[None]:
+        """A future resolved when the transport buffer drains or the connection closes."""
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._drain_waiters.append(waiter)
-        await waiter
+        return waiter
 
-    def _wake_drain_waiters(self, error: Exception | None) -> None:
+    def _wake_drain_waiters(self) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []
         for waiter in waiters:
-            if waiter.done():
-                continue
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
+            _resolve(waiter)
 
     # -- lifetime ---------------------------------------------------------------
 
@@ -251,6 +253,21 @@ class Connection(asyncio.Protocol):
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)
 
+    async def close_and_wait(self, flush_timeout_s: float) -> None:
+        """Close, give buffered writes ``flush_timeout_s`` to leave, then abort."""
+        self.close()
+        try:
+            await asyncio.wait_for(self.wait_closed(), flush_timeout_s)
+        except TimeoutError:
+            # A peer that never reads would keep close() flushing forever.
+            self.abort()
+            await self.wait_closed()
+
     def __repr__(self) -> str:
         side = "server" if self._server_side else "client"
         return f"<Connection {side} peer={self.peer} pending={len(self._pending)}>"
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -96,16 +96,7 @@ class RemotingServer:
         if not await self.handlers.drain(grace):
             log.warning("stopping with %d requests unfinished", self.handlers.in_flight)
             self.handlers.cancel_all()
-        for conn in conns:
-            conn.close()
-        waits = {asyncio.ensure_future(c.wait_closed()): c for c in conns}
-        if waits:
-            # A peer that never reads would keep close() flushing forever.
-            _, late = await asyncio.wait(waits, timeout=_CLOSE_WAIT_S)
-            for fut in late:
-                waits[fut].abort()
-            if late:
-                await asyncio.wait(late)
+        await asyncio.gather(*(c.close_and_wait(_CLOSE_WAIT_S) for c in conns))
         await server.wait_closed()
         log.info("remoting server on port %d stopped", self._port)
 

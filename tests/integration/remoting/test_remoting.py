@@ -406,6 +406,32 @@ async def test_server_stops_reading_from_a_peer_that_does_not_read(harness: Harn
             await writer.wait_closed()
 
 
+async def test_timeout_fires_while_waiting_for_a_peer_that_does_not_read() -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # keep it open, never read
+
+    sink = await asyncio.start_server(never_read, "127.0.0.1", 0)
+    port = sink.sockets[0].getsockname()[1]
+    cfg = ClientConfig(write_high_water_bytes=64 * 1024)
+    try:
+        async with RemotingClient(cfg) as cli:
+            big = RemotingCommand.request(ECHO, body=bytes(16 * 1024 * 1024 - 1024))
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(RemotingTimeoutError):
+                await cli.invoke(f"127.0.0.1:{port}", big, timeout_s=0.3)
+            assert loop.time() - start < 3
+            conn = await cli.connection(f"127.0.0.1:{port}")
+            assert conn._write_paused  # the wait really was on a full buffer
+    finally:
+        for writer in accepted:
+            writer.close()
+        sink.close()
+        await sink.wait_closed()
+
+
 # -- server -> client ------------------------------------------------------------------
 
 
