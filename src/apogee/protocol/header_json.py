@@ -34,9 +34,13 @@ _LANGUAGE_BY_VALUE = {lang.value: lang for lang in LanguageCode}
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The JSON header of ``cmd`` as UTF-8 bytes."""
+    ext = cmd.ext_fields
+    if not _all_str(ext):
+        # The C++ client reads only string values; never let a number out.
+        ext = _coerce_ext(ext)
     header: dict[str, Any] = {
         "code": cmd.code,
-        "extFields": cmd.ext_fields,
+        "extFields": ext,
         "flag": cmd.flag,
         "language": cmd.language.name,
         "opaque": cmd.opaque,

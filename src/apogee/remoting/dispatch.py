@@ -159,7 +159,7 @@ class HandlerTable:
         except Exception as exc:  # any fault becomes a response
             response = _error_response(ctx, exc)
         if response is not None:
-            ctx.respond(response)
+            _respond(ctx, response)
 
     async def _worker(
         self, group: HandlerGroup, handler: AsyncHandler, ctx: RequestContext
@@ -172,7 +172,7 @@ class HandlerTable:
                 except Exception as exc:  # any fault becomes a response
                     response = _error_response(ctx, exc)
                 if response is not None:
-                    ctx.respond(response)
+                    _respond(ctx, response)
                 if not group.waiting:
                     return
                 handler, ctx = group.waiting.popleft()
@@ -204,3 +204,12 @@ def _error_response(ctx: RequestContext, exc: Exception) -> RemotingCommand:
         log.exception("request code %d from %s raised", request.code, ctx.peer)
         code = ResponseCode.SYSTEM_ERROR
     return request.make_response(code, str(exc) or type(exc).__name__)
+
+
+def _respond(ctx: RequestContext, response: RemotingCommand) -> None:
+    """Write a handler's answer; one that cannot be encoded becomes SYSTEM_ERROR."""
+    try:
+        ctx.respond(response)
+    except Exception as exc:
+        log.exception("cannot send the answer to code %d from %s", ctx.request.code, ctx.peer)
+        ctx.respond(ctx.request.make_response(ResponseCode.SYSTEM_ERROR, f"bad response: {exc}"))

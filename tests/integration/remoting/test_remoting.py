@@ -268,6 +268,26 @@ async def test_handler_exceptions(server: RemotingServer, client: RemotingClient
     assert resp.remark == "topic T is not writeable"
 
 
+async def test_unencodable_response_becomes_system_error(
+    harness: Harness, client: RemotingClient
+) -> None:
+    def broken(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(body="not a buffer")  # type: ignore[arg-type]
+
+    async def broken_async(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        return broken(ctx, req)
+
+    harness.table.register(2002, broken)
+    harness.table.register(2003, broken_async)
+    async with RemotingServer(harness.table, ServerConfig(host="127.0.0.1")) as srv:
+        for code in (2002, 2003, 2003):
+            resp = await client.invoke(addr(srv), RemotingCommand.request(code))
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert resp.remark is not None and resp.remark.startswith("bad response")
+        ok = await client.invoke(addr(srv), RemotingCommand.request(ECHO, body=b"fine"))
+        assert ok.body == b"fine"
+
+
 async def test_parked_request_answered_later(
     server: RemotingServer, client: RemotingClient, harness: Harness
 ) -> None:

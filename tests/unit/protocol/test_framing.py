@@ -157,6 +157,13 @@ def test_golden_json_encoding_field_by_field() -> None:
     assert "remark" not in header
 
 
+def test_json_output_ext_values_are_always_strings() -> None:
+    cmd = RemotingCommand(0, flag=FLAG_RESPONSE, ext_fields={"a": 5, "b": True, "c": None})  # type: ignore[dict-item]
+    frame = encode_bytes(cmd)
+    h = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
+    assert json.loads(frame[8 : 8 + h])["extFields"] == {"a": "5", "b": "true"}
+
+
 def test_response_without_ext_fields_still_carries_ext_object() -> None:
     # The C++ client dereferences the typed response header built from extFields.
     resp = RemotingCommand(0, flag=FLAG_RESPONSE)
