@@ -1,0 +1,63 @@
+"""What a consumer group subscribes to: topic plus tag expression.
+
+Owns: SubscriptionData and the TAG expression grammar of RocketMQ's
+FilterAPI (``"TagA || TagB"``; ``"*"`` or empty means every message).
+Imports: ``apogee.model.javahash``.
+
+Invariants: ``code_set`` holds the Java ``String.hashCode`` of each tag in
+``tags_set``, in the same order; a subscription to everything has
+``sub_string == "*"`` and both sets empty. ``sub_version`` is a millisecond
+timestamp chosen by the client (passed in, this layer reads no clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apogee.model.javahash import java_string_hash
+
+SUB_ALL = "*"
+EXPRESSION_TAG = "TAG"
+EXPRESSION_SQL92 = "SQL92"
+
+
+def parse_tag_expression(expression: str | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Tags and their hash codes of ``"A || B"``; empty tuples for everything."""
+    if expression is None or not expression.strip() or expression.strip() == SUB_ALL:
+        return (), ()
+    tags: list[str] = []
+    for part in expression.split("||"):
+        tag = part.strip()
+        if tag and tag not in tags:
+            tags.append(tag)
+    return tuple(tags), tuple(java_string_hash(tag) for tag in tags)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: tuple[str, ...] = ()
+    code_set: tuple[int, ...] = ()
+    sub_version: int = 0
+    expression_type: str = EXPRESSION_TAG
+    class_filter_mode: bool = False
+
+    @classmethod
+    def build(cls, topic: str, expression: str | None, *, sub_version: int = 0) -> SubscriptionData:
+        """A TAG subscription of ``topic`` to ``expression``."""
+        tags, codes = parse_tag_expression(expression)
+        sub_string = SUB_ALL if not tags else (expression or SUB_ALL)
+        return cls(topic, sub_string, tags, codes, sub_version)
+
+    @property
+    def is_all(self) -> bool:
+        return not self.tags_set
+
+    def matches_code(self, tags_code: int) -> bool:
+        """Broker-side filter on the consume-queue tag hash."""
+        return self.is_all or tags_code in self.code_set
+
+    def matches_tag(self, tag: str | None) -> bool:
+        """Client-side re-check on the real tag (hash collisions pass the broker)."""
+        return self.is_all or (tag is not None and tag in self.tags_set)

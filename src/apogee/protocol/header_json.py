@@ -1,0 +1,143 @@
+"""JSON command header (serialize type 0), with RocketMQ's JSON quirks in one place.
+
+Owns: header dict <-> RemotingCommand. Imports: orjson, ``apogee.codes``,
+``apogee.errors``, ``apogee.protocol.command``.
+
+Shape (keys in any order; Java's fastjson sorts them, C++'s jsoncpp does too)::
+
+    {"code":310,"extFields":{"a":"pg",...},"flag":0,"language":"CPP",
+     "opaque":12,"remark":"","version":333}
+
+Input is tolerant, because C++ writes some ext-field values as JSON numbers
+and Java's fastjson coerces them into strings: numbers and booleans become
+their canonical strings ("4", "true"), nulls are dropped, unknown top-level
+keys (``serializeTypeCurrentRPC``) are ignored, ``language`` may be a name or
+an int. Output is strict: every ext-field value is a JSON string (the C++
+client ignores any other type), ``remark`` appears only when set, and
+``extFields`` is always present, because the C++ client builds a response's
+typed header only when ``extFields`` is not null and then dereferences it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from apogee.codes import LanguageCode, SerializeType
+from apogee.errors import ProtocolError
+from apogee.protocol.command import Body, RemotingCommand
+
+_LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
+_LANGUAGE_BY_VALUE = {lang.value: lang for lang in LanguageCode}
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """The JSON header of ``cmd`` as UTF-8 bytes."""
+    ext = cmd.ext_fields
+    if not _all_str(ext):
+        # The C++ client reads only string values; never let a number out.
+        ext = _coerce_ext(ext)
+    header: dict[str, Any] = {
+        "code": cmd.code,
+        "extFields": ext,
+        "flag": cmd.flag,
+        "language": cmd.language.name,
+        "opaque": cmd.opaque,
+        "version": cmd.version,
+    }
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    try:
+        return orjson.dumps(header)
+    except TypeError as exc:  # a non-str ext value slipped in
+        raise ProtocolError(f"cannot encode JSON header of {cmd!r}: {exc}") from exc
+
+
+def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingCommand:
+    """Build a command from a JSON header and its (already sliced) body."""
+    try:
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError as exc:
+        raise ProtocolError(f"JSON header is not valid JSON: {exc}") from exc
+    if type(obj) is not dict:
+        raise ProtocolError("JSON header is not an object")
+    code = obj.get("code")
+    if type(code) is not int:
+        raise ProtocolError(f"JSON header has no integer 'code': {code!r}")
+    ext = obj.get("extFields")
+    if ext is None:
+        ext_fields: dict[str, str] = {}
+    elif type(ext) is dict:
+        ext_fields = ext if _all_str(ext) else _coerce_ext(ext)
+    else:
+        raise ProtocolError("JSON header 'extFields' is not an object")
+    remark = obj.get("remark")
+    if remark is not None and type(remark) is not str:
+        remark = str(remark)
+    return RemotingCommand(
+        code,
+        language=_language(obj.get("language")),
+        version=_int_field(obj, "version"),
+        opaque=_int_field(obj, "opaque"),
+        flag=_int_field(obj, "flag"),
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _all_str(ext: dict[str, Any]) -> bool:
+    # A plain loop: this runs for every command and a generator costs more.
+    for value in ext.values():  # noqa: SIM110
+        if type(value) is not str:
+            return False
+    return True
+
+
+def _coerce_ext(ext: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in ext.items():
+        if value is None:
+            continue
+        out[key] = scalar_to_str(value)
+    return out
+
+
+def scalar_to_str(value: Any) -> str:
+    """Canonical string of a JSON value, as fastjson would coerce it."""
+    if type(value) is str:
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value)  # Double.toString agrees for ordinary values ("1.5", "4.0")
+    return orjson.dumps(value).decode()
+
+
+def _int_field(obj: dict[str, Any], name: str) -> int:
+    value = obj.get(name, 0)
+    if type(value) is int:
+        return value
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"JSON header field {name!r} is not an integer: {value!r}") from exc
+
+
+def _language(value: Any) -> LanguageCode:
+    if type(value) is str:
+        lang = _LANGUAGE_BY_NAME.get(value)
+        if lang is None and value.isdigit():
+            lang = _LANGUAGE_BY_VALUE.get(int(value))
+        return LanguageCode.OTHER if lang is None else lang
+    if type(value) is int:
+        return _LANGUAGE_BY_VALUE.get(value, LanguageCode.OTHER)
+    return LanguageCode.JAVA if value is None else LanguageCode.OTHER

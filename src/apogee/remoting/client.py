@@ -1,0 +1,159 @@
+"""The connecting side: a pool of connections keyed by "host:port".
+
+Owns: RemotingClient (lazy connect under a per-address lock, connect
+timeout, invoke / invoke_oneway, name-server rotation, close all). Imports:
+asyncio, ``apogee.errors``, ``apogee.protocol.command``, ``apogee.remoting``.
+
+Invariants: at most one live connection per address; a connection leaves the
+pool when it closes, and the next call reconnects. The client dispatches
+requests its peers send (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED)
+through its own HandlerTable; without one they get REQUEST_CODE_NOT_SUPPORTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+
+from apogee.errors import ClientError, RemotingConnectError, RemotingError
+from apogee.protocol.command import RemotingCommand
+from apogee.remoting.config import ClientConfig
+from apogee.remoting.connection import CloseListener, Connection
+from apogee.remoting.dispatch import HandlerTable
+
+log = logging.getLogger(__name__)
+
+_CLOSE_WAIT_S = 2.0  # how long close() lets buffered requests flush before aborting
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    """``"host:port"`` (IPv6 as ``"[::1]:9876"``) -> (host, port)."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ClientError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    def __init__(
+        self, config: ClientConfig | None = None, handlers: HandlerTable | None = None
+    ) -> None:
+        self.config = config or ClientConfig()
+        self.handlers = handlers
+        self._pool: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._close_listeners: list[CloseListener] = []
+        self._namesrv_index = 0
+        self._closed = False
+
+    def add_close_listener(self, listener: CloseListener) -> None:
+        """Call ``listener(connection)`` when any pooled connection closes."""
+        self._close_listeners.append(listener)
+
+    async def connection(self, addr: str) -> Connection:
+        """The pooled connection to ``addr``, connecting on first use."""
+        conn = self._pool.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        if self._closed:
+            raise ClientError("the remoting client is closed")
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._pool.get(addr)
+            if conn is not None and not conn.closed:
+                return conn
+            conn = await self._connect(addr)
+            self._pool[addr] = conn
+            return conn
+
+    async def _connect(self, addr: str) -> Connection:
+        host, port = split_address(addr)
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+
+        def factory() -> Connection:
+            return Connection(
+                self.handlers,
+                max_frame_bytes=cfg.max_frame_bytes,
+                idle_timeout_s=cfg.idle_timeout_s,
+                write_high_water_bytes=cfg.write_high_water_bytes,
+                on_close=lambda c: self._connection_closed(addr, c),
+            )
+
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(factory, host, port), cfg.connect_timeout_s
+            )
+        except TimeoutError:
+            raise RemotingConnectError(
+                f"connecting to {addr} took longer than {cfg.connect_timeout_s}s"
+            ) from None
+        except OSError as exc:
+            raise RemotingConnectError(f"cannot connect to {addr}: {exc}") from exc
+        log.debug("connected to %s", addr)
+        return conn
+
+    def _connection_closed(self, addr: str, conn: Connection) -> None:
+        if self._pool.get(addr) is conn:
+            del self._pool[addr]
+        for listener in self._close_listeners:
+            try:
+                listener(conn)
+            except Exception:
+                log.exception("connection-closed listener failed for %s", addr)
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send ``request`` to ``addr`` and return its response command."""
+        conn = await self.connection(addr)
+        return await conn.invoke(request, timeout_s or self.config.request_timeout_s)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        await conn.invoke_oneway(request)
+
+    async def invoke_any(
+        self, addrs: Sequence[str], request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Try name servers in turn, starting with the last one that answered."""
+        if not addrs:
+            raise ClientError("no name server address configured")
+        last: RemotingError | None = None
+        for step in range(len(addrs)):
+            index = (self._namesrv_index + step) % len(addrs)
+            try:
+                response = await self.invoke(addrs[index], request, timeout_s)
+            except RemotingError as exc:
+                log.info("name server %s failed: %s", addrs[index], exc)
+                last = exc
+                continue
+            self._namesrv_index = index
+            return response
+        assert last is not None
+        raise last
+
+    async def close_connection(self, addr: str) -> None:
+        conn = self._pool.pop(addr, None)
+        if conn is not None:
+            await conn.close_and_wait(_CLOSE_WAIT_S)
+
+    async def close(self) -> None:
+        """Close every pooled connection; pending requests fail with RemotingClosedError."""
+        self._closed = True
+        conns = list(self._pool.values())
+        self._pool.clear()
+        await asyncio.gather(*(c.close_and_wait(_CLOSE_WAIT_S) for c in conns))
+
+    async def __aenter__(self) -> RemotingClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,273 @@
+"""One TCP connection carrying remoting frames in both directions.
+
+Owns: the asyncio.Protocol that feeds a FrameDecoder, the pending table
+opaque -> future for requests this side sent, dispatch of requests the peer
+sent, write flow control and the idle timer. Imports: asyncio,
+``apogee.errors``, ``apogee.protocol``, ``apogee.remoting.dispatch``.
+
+Invariants:
+* Opaques are allocated here, per connection, masked to a non-negative int32;
+  responses may arrive in any order; one whose opaque is unknown (its request
+  timed out) is logged and dropped.
+* When the connection closes, every pending request fails with
+  RemotingClosedError and close listeners run once.
+* A malformed frame or one over the size limit closes this connection only.
+* Writes go out through ``transport.writelines`` so body buffers (memoryviews
+  of mapped files) are gathered, not joined. When the transport's buffer is
+  over its high-water mark, requesters wait in ``invoke`` and a server-side
+  connection stops reading until the peer drains its answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import cast
+
+from apogee.codes import ResponseCode
+from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutError
+from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
+from apogee.remoting.dispatch import HandlerTable, RequestContext
+
+log = logging.getLogger(__name__)
+
+CloseListener = Callable[["Connection"], None]
+
+
+class Connection(asyncio.Protocol):
+    """A remoting connection; the same class serves clients and servers."""
+
+    def __init__(
+        self,
+        handlers: HandlerTable | None,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        idle_timeout_s: float | None = None,
+        write_high_water_bytes: int | None = None,
+        server_side: bool = False,
+        on_close: CloseListener | None = None,
+    ) -> None:
+        self._handlers = handlers
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._idle_timeout_s = idle_timeout_s
+        self._high_water = write_high_water_bytes
+        self._server_side = server_side
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._ids = itertools.count()
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._last_activity = self._loop.time()
+        self._closed = self._loop.create_future()
+        self.accepting_requests = True
+        self.peer = "?"
+
+    # -- asyncio.Protocol -----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        if self._high_water is not None:
+            transport.set_write_buffer_limits(high=self._high_water)
+        if self._idle_timeout_s is not None:
+            self._idle_handle = self._loop.call_later(self._idle_timeout_s, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_activity = self._loop.time()
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing connection with %s: %s", self.peer, exc)
+            self.abort()
+            return
+        for cmd in commands:
+            if cmd.flag & FLAG_RESPONSE:
+                self._on_response(cmd)
+            else:
+                self._on_request(cmd)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self._server_side and self._transport is not None:
+            # Stop taking requests from a peer that does not read its answers.
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._server_side and self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+        self._wake_drain_waiters()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        pending, self._pending = self._pending, {}
+        error = RemotingClosedError(f"connection with {self.peer} closed")
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._wake_drain_waiters()
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_close is not None:
+            try:
+                self._on_close(self)
+            except Exception:
+                log.exception("close listener of %s failed", self.peer)
+
+    # -- incoming ---------------------------------------------------------------
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        fut = self._pending.pop(cmd.opaque, None)
+        if fut is None:
+            log.warning(
+                "dropping response code %d opaque %d from %s: no request waits for it",
+                cmd.code,
+                cmd.opaque,
+                self.peer,
+            )
+        elif not fut.done():
+            fut.set_result(cmd)
+
+    def _on_request(self, cmd: RemotingCommand) -> None:
+        ctx = RequestContext(self, cmd)
+        if not self.accepting_requests:
+            remark = "[REJECTREQUEST] the server is shutting down"
+            ctx.respond(cmd.make_response(ResponseCode.SYSTEM_BUSY, remark))
+        elif self._handlers is None:
+            remark = f" request type {cmd.code} not supported"
+            ctx.respond(cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark))
+        else:
+            self._handlers.dispatch(ctx)
+
+    # -- outgoing ---------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.done() or self._transport is None or self._transport.is_closing()
+
+    def _write(self, cmd: RemotingCommand) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            raise RemotingClosedError(f"connection with {self.peer} is closed")
+        transport.writelines(encode(cmd))
+        self._last_activity = self._loop.time()
+
+    def send_response(self, response: RemotingCommand) -> bool:
+        """Write an answer; False (and logged) if the connection already closed."""
+        try:
+            self._write(response)
+        except RemotingClosedError:
+            log.debug("dropping response opaque %d: %s closed", response.opaque, self.peer)
+            return False
+        return True
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` and wait for its answer (any order on the connection)."""
+        opaque = next(self._ids) & 0x7FFFFFFF
+        request.opaque = opaque
+        request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._pending[opaque] = fut
+        timer = self._loop.call_later(timeout_s, self._expire, opaque, request.code, timeout_s)
+        try:
+            self._write(request)
+            if self._write_paused:
+                # Wait for room in the buffer, but let the answer, the timeout
+                # or a close end the wait too.
+                waiter = self._drain_waiter()
+                fut.add_done_callback(lambda _: _resolve(waiter))
+                await waiter
+            return await fut
+        finally:
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` with the oneway flag; the peer never answers it."""
+        request.opaque = next(self._ids) & 0x7FFFFFFF
+        request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
+        self._write(request)
+        if self._write_paused:
+            await self._drain_waiter()
+            if self._closed.done():
+                raise RemotingClosedError(f"connection with {self.peer} closed while sending")
+
+    def _expire(self, opaque: int, code: int, timeout_s: float) -> None:
+        fut = self._pending.pop(opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(
+                RemotingTimeoutError(
+                    f"no answer to request code {code} from {self.peer} within {timeout_s}s"
+                )
+            )
+
+    def _drain_waiter(self) -> asyncio.Future[None]:
+        """A future resolved when the transport buffer drains or the connection closes."""
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        return waiter
+
+    def _wake_drain_waiters(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            _resolve(waiter)
+
+    # -- lifetime ---------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        assert self._idle_timeout_s is not None
+        idle_for = self._loop.time() - self._last_activity
+        if idle_for >= self._idle_timeout_s:
+            log.info("closing connection with %s: idle for %.1fs", self.peer, idle_for)
+            self.close()
+        else:
+            self._idle_handle = self._loop.call_later(
+                self._idle_timeout_s - idle_for, self._check_idle
+            )
+
+    def close(self) -> None:
+        """Close after the buffered writes are flushed."""
+        if self._transport is not None:
+            self._transport.close()
+        elif not self._closed.done():
+            self._closed.set_result(None)  # never connected: nothing will call connection_lost
+
+    def abort(self) -> None:
+        """Close at once, dropping buffered writes."""
+        if self._transport is not None:
+            self._transport.abort()
+        elif not self._closed.done():
+            self._closed.set_result(None)
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    async def close_and_wait(self, flush_timeout_s: float) -> None:
+        """Close, give buffered writes ``flush_timeout_s`` to leave, then abort."""
+        self.close()
+        try:
+            await asyncio.wait_for(self.wait_closed(), flush_timeout_s)
+        except TimeoutError:
+            # A peer that never reads would keep close() flushing forever.
+            self.abort()
+            await self.wait_closed()
+
+    def __repr__(self) -> str:
+        side = "server" if self._server_side else "client"
+        return f"<Connection {side} peer={self.peer} pending={len(self._pending)}>"
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,215 @@
+"""Incoming-request dispatch: request code -> handler, with per-group limits.
+
+Owns: RequestContext (what a handler gets besides the request), HandlerTable
+and its named groups. Imports: asyncio, ``apogee.codes``, ``apogee.errors``,
+``apogee.protocol.command``. Used on both sides: a server dispatches client
+requests, a client dispatches the requests a broker sends it.
+
+Rules (NettyRemotingAbstract.processRequestCommand):
+* No handler for the code: REQUEST_CODE_NOT_SUPPORTED (3), remark
+  ``" request type <code> not supported"``.
+* A group already running ``concurrency`` handlers with ``queue_capacity``
+  more waiting: SYSTEM_BUSY (2), remark starting ``[OVERLOAD]``.
+* A handler that raises: the exception's ``code`` if it is an ApogeeError,
+  else SYSTEM_ERROR (1); the remark is the exception text.
+* Oneway requests are processed like the others but never answered.
+* A handler returning None answers nothing now; it may keep the context and
+  call ``ctx.respond`` later (long polling parks pull requests this way).
+* Synchronous handlers run inline in the read callback, without a task and
+  outside any group: only for cheap requests that never wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from apogee.codes import LanguageCode, ResponseCode, SerializeType
+from apogee.errors import ApogeeError, ConfigError
+from apogee.protocol.command import FLAG_RESPONSE, RemotingCommand
+
+if TYPE_CHECKING:
+    from apogee.remoting.connection import Connection
+
+log = logging.getLogger(__name__)
+
+SyncHandler: TypeAlias = Callable[["RequestContext", RemotingCommand], RemotingCommand | None]
+AsyncHandler: TypeAlias = Callable[
+    ["RequestContext", RemotingCommand], Awaitable[RemotingCommand | None]
+]
+Handler: TypeAlias = SyncHandler | AsyncHandler
+
+DEFAULT_GROUP = "default"
+
+
+class RequestContext:
+    """One request in flight: where it came from and how to answer it."""
+
+    __slots__ = ("connection", "request")
+
+    def __init__(self, connection: Connection, request: RemotingCommand) -> None:
+        self.connection = connection
+        self.request = request
+
+    @property
+    def peer(self) -> str:
+        return self.connection.peer
+
+    def respond(self, response: RemotingCommand) -> bool:
+        """Write ``response`` as the answer to this request; False if not written.
+
+        Nothing is written for oneway requests or once the connection closed.
+        """
+        request = self.request
+        if request.is_oneway:
+            return False
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        if request.language == LanguageCode.CPP:
+            response.serialize_type = SerializeType.JSON
+        return self.connection.send_response(response)
+
+
+@dataclass(slots=True)
+class HandlerGroup:
+    """Handlers sharing ``concurrency`` running slots and a waiting line."""
+
+    name: str
+    concurrency: int
+    queue_capacity: int
+    running: int = 0
+    waiting: deque[tuple[AsyncHandler, RequestContext]] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    handler: Handler
+    is_async: bool
+    group: HandlerGroup
+
+
+class HandlerTable:
+    """Request code -> handler; shared by every connection of one server or client."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, _Entry] = {}
+        self._groups: dict[str, HandlerGroup] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.add_group(DEFAULT_GROUP, concurrency=64, queue_capacity=10_000)
+
+    def add_group(self, name: str, *, concurrency: int, queue_capacity: int) -> None:
+        if concurrency < 1 or queue_capacity < 0:
+            raise ConfigError(f"handler group {name!r}: concurrency >= 1 and capacity >= 0")
+        self._groups[name] = HandlerGroup(name, concurrency, queue_capacity)
+
+    def register(
+        self, codes: int | Iterable[int], handler: Handler, *, group: str = DEFAULT_GROUP
+    ) -> None:
+        """Route ``codes`` to ``handler``; coroutine functions run in ``group``."""
+        if group not in self._groups:
+            raise ConfigError(f"unknown handler group {group!r}; add_group() it first")
+        entry = _Entry(handler, inspect.iscoroutinefunction(handler), self._groups[group])
+        for code in [codes] if isinstance(codes, int) else codes:
+            self._entries[int(code)] = entry
+
+    def group(self, name: str) -> HandlerGroup:
+        return self._groups[name]
+
+    @property
+    def in_flight(self) -> int:
+        """Async handler runs still executing or waiting."""
+        return sum(g.running + len(g.waiting) for g in self._groups.values())
+
+    # -- dispatch ---------------------------------------------------------------
+
+    def dispatch(self, ctx: RequestContext) -> None:
+        request = ctx.request
+        entry = self._entries.get(request.code)
+        if entry is None:
+            remark = f" request type {request.code} not supported"
+            ctx.respond(request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark))
+            return
+        if not entry.is_async:
+            self._run_sync(entry.handler, ctx)  # type: ignore[arg-type]
+            return
+        group = entry.group
+        handler: AsyncHandler = entry.handler  # type: ignore[assignment]
+        if group.running < group.concurrency:
+            group.running += 1
+            task = asyncio.get_running_loop().create_task(self._worker(group, handler, ctx))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif len(group.waiting) < group.queue_capacity:
+            group.waiting.append((handler, ctx))
+        else:
+            remark = (
+                f"[OVERLOAD] group {group.name!r} is full ({group.concurrency} running, "
+                f"{group.queue_capacity} waiting), try again later"
+            )
+            ctx.respond(request.make_response(ResponseCode.SYSTEM_BUSY, remark))
+
+    def _run_sync(self, handler: SyncHandler, ctx: RequestContext) -> None:
+        try:
+            response = handler(ctx, ctx.request)
+        except Exception as exc:  # any fault becomes a response
+            response = _error_response(ctx, exc)
+        if response is not None:
+            _respond(ctx, response)
+
+    async def _worker(
+        self, group: HandlerGroup, handler: AsyncHandler, ctx: RequestContext
+    ) -> None:
+        # One task drains the group's waiting line instead of a task per queued request.
+        try:
+            while True:
+                try:
+                    response = await handler(ctx, ctx.request)
+                except Exception as exc:  # any fault becomes a response
+                    response = _error_response(ctx, exc)
+                if response is not None:
+                    _respond(ctx, response)
+                if not group.waiting:
+                    return
+                handler, ctx = group.waiting.popleft()
+        finally:
+            group.running -= 1
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until no async handler runs or waits; False if ``timeout_s`` passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._tasks:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.wait(set(self._tasks), timeout=remaining)
+        return True
+
+    def cancel_all(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
+def _error_response(ctx: RequestContext, exc: Exception) -> RemotingCommand:
+    request = ctx.request
+    if isinstance(exc, ApogeeError):
+        log.warning("request code %d from %s failed: %s", request.code, ctx.peer, exc)
+        code = exc.code
+    else:
+        log.exception("request code %d from %s raised", request.code, ctx.peer)
+        code = ResponseCode.SYSTEM_ERROR
+    return request.make_response(code, str(exc) or type(exc).__name__)
+
+
+def _respond(ctx: RequestContext, response: RemotingCommand) -> None:
+    """Write a handler's answer; one that cannot be encoded becomes SYSTEM_ERROR."""
+    try:
+        ctx.respond(response)
+    except Exception as exc:
+        log.exception("cannot send the answer to code %d from %s", ctx.request.code, ctx.peer)
+        ctx.respond(ctx.request.make_response(ResponseCode.SYSTEM_ERROR, f"bad response: {exc}"))

@@ -1,0 +1,113 @@
+"""The listening side: accept connections and dispatch their requests.
+
+Owns: RemotingServer (start on host:port, report the bound port, track
+connections, close listeners, graceful stop). Imports: asyncio,
+``apogee.remoting``.
+
+Graceful stop, in order: stop accepting; answer new requests on open
+connections with SYSTEM_BUSY; let running and queued handlers finish within
+``stop_grace_s`` (their answers are written); close every connection after
+its buffered answers are flushed; cancel whatever is still running.
+Requests a handler parked without answering (long polls) are not waited for:
+their owner answers them before stopping the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+
+from apogee.remoting.config import ServerConfig
+from apogee.remoting.connection import CloseListener, Connection
+from apogee.remoting.dispatch import HandlerTable
+
+log = logging.getLogger(__name__)
+
+_CLOSE_WAIT_S = 2.0
+
+
+class RemotingServer:
+    def __init__(self, handlers: HandlerTable, config: ServerConfig | None = None) -> None:
+        self.handlers = handlers
+        self.config = config or ServerConfig()
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+        self._close_listeners: list[CloseListener] = []
+        self._port = 0
+
+    @property
+    def port(self) -> int:
+        """The bound port (meaningful after ``start``, also when configured as 0)."""
+        return self._port
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        return frozenset(self._connections)
+
+    def add_close_listener(self, listener: CloseListener) -> None:
+        """Call ``listener(connection)`` whenever a client connection closes."""
+        self._close_listeners.append(listener)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._server = await loop.create_server(
+            self._new_connection,
+            cfg.host,
+            cfg.port,
+            backlog=cfg.backlog,
+            reuse_address=True,
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        log.info("remoting server listening on %s:%d", cfg.host, self._port)
+
+    def _new_connection(self) -> Connection:
+        cfg = self.config
+        conn = Connection(
+            self.handlers,
+            max_frame_bytes=cfg.max_frame_bytes,
+            idle_timeout_s=cfg.idle_timeout_s,
+            write_high_water_bytes=cfg.write_high_water_bytes,
+            server_side=True,
+            on_close=self._connection_closed,
+        )
+        self._connections.add(conn)
+        return conn
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+        for listener in self._close_listeners:
+            try:
+                listener(conn)
+            except Exception:
+                log.exception("connection-closed listener failed for %s", conn.peer)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop accepting, finish in-flight handlers within the grace period, close."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        conns = list(self._connections)
+        for conn in conns:
+            conn.accepting_requests = False
+        grace = self.config.stop_grace_s if grace_s is None else grace_s
+        if not await self.handlers.drain(grace):
+            log.warning("stopping with %d requests unfinished", self.handlers.in_flight)
+            self.handlers.cancel_all()
+        await asyncio.gather(*(c.close_and_wait(_CLOSE_WAIT_S) for c in conns))
+        await server.wait_closed()
+        log.info("remoting server on port %d stopped", self._port)
+
+    async def __aenter__(self) -> RemotingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
