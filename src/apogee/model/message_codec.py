@@ -28,8 +28,16 @@ Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
       .     2  PROPERTIES length (int16), then the UTF-8 property string
 
 Size (v1, IPv4 hosts) = 91 + body + topic + properties; v2 adds 1, each IPv6
-host adds 12. The blank end-of-file record is int32 remaining bytes + int32
-0xCBD43194; the rest of the file after it is undefined.
+host adds 12.
+
+A record is valid when its magic is v1/v2, the field lengths add up to
+TOTALSIZE, the body CRC matches, the topic is not empty and neither the
+topic nor a non-empty property string ends in a zero byte. The last rule is
+ours: the CRC covers only the body, so a record whose tail was cut off (and
+reads back as zeros) would otherwise pass.
+
+The blank end-of-file record is int32 remaining bytes + int32 0xCBD43194;
+the rest of the file after it is undefined.
 
 Batch inner message (client to broker), concatenated::
 
@@ -88,18 +96,19 @@ assert _PREFIX.size == 48
 
 
 def _header(born: int, store: int) -> struct.Struct:
-    return struct.Struct(f">iiiiiqqiq{born}sq{store}siqi")
+    return struct.Struct(f">iiiqqiq{born}sq{store}siqi")
 
 
-# Whole header up to and including the body length, by (born v6, store v6).
+# Header from BODYCRC up to and including the body length, by (born v6,
+# store v6); TOTALSIZE and MAGICCODE are written last (see encode_record_into).
 _HEADERS: Final = {
     (False, False): _header(8, 8),
     (True, False): _header(20, 8),
     (False, True): _header(8, 20),
     (True, True): _header(20, 20),
 }
-assert _HEADERS[(False, False)].size == 88
-assert _HEADERS[(True, True)].size == 88 + 24
+assert _HEADERS[(False, False)].size == 88 - 8
+assert _HEADERS[(True, True)].size == 88 + 24 - 8
 
 # From BORNHOST to the body length, by (born v6, store v6).
 _MIDDLES: Final = {
@@ -184,6 +193,9 @@ def encode_record_into(  # noqa: PLR0917
     topic); ``born_host``/``store_host`` come from :func:`pack_host` and must
     agree with the IPv6 bits of ``sys_flag``. The caller checks that the
     record fits.
+
+    TOTALSIZE and MAGICCODE go in last: a writer killed part-way leaves no
+    magic, so recovery never takes a half-written record for a whole one.
     """
     body_len = len(body)
     props_len = len(properties)
@@ -193,9 +205,7 @@ def encode_record_into(  # noqa: PLR0917
     header = _HEADERS[(len(born_host) == 20, len(store_host) == 20)]
     header.pack_into(
         buf,  # type: ignore[arg-type]
-        pos,
-        size,
-        MESSAGE_MAGIC_CODE_V1,
+        pos + 8,
         body_crc,
         queue_id,
         flag,
@@ -210,7 +220,7 @@ def encode_record_into(  # noqa: PLR0917
         prepared_transaction_offset,
         body_len,
     )
-    p = pos + header.size
+    p = pos + 8 + header.size
     buf[p : p + body_len] = body  # type: ignore[index]
     p += body_len
     buf[p : p + len(topic_field)] = topic_field  # type: ignore[index]
@@ -218,6 +228,7 @@ def encode_record_into(  # noqa: PLR0917
     _I16.pack_into(buf, p, props_len)  # type: ignore[arg-type]
     p += 2
     buf[p : p + props_len] = properties  # type: ignore[index]
+    _BLANK.pack_into(buf, pos, size, MESSAGE_MAGIC_CODE_V1)  # type: ignore[arg-type]
     return size
 
 
@@ -313,7 +324,7 @@ class CheckedRecord:
 def check_record(
     buf: bytes | bytearray | memoryview, pos: int, end: int, check_crc: bool = True
 ) -> CheckedRecord:
-    """Validate the record at ``buf[pos:end]``: magic, size, layout and CRC.
+    """Validate the record at ``buf[pos:end]`` (see the module docstring).
 
     Never raises on bad bytes; the problem is described in the result.
     """
@@ -367,7 +378,7 @@ def _parse_meta(
         topic_len = buf[p]
         topic_len = topic_len - 256 if topic_len > 127 else topic_len
         p += 1
-    if topic_len < 0 or p + topic_len + 2 > pos + total:
+    if topic_len <= 0 or p + topic_len + 2 > pos + total or buf[p + topic_len - 1] == 0:
         return None
     topic = bytes(buf[p : p + topic_len]).decode()
     p += topic_len
@@ -375,6 +386,8 @@ def _parse_meta(
     p += 2
     if props_len < 0 or p + props_len != pos + total:
         return None
+    if props_len and buf[p + props_len - 1] == 0:
+        return None  # a zeroed tail: the record was cut short
     props = bytes(buf[p : p + props_len]).decode() if props_len else ""
     return RecordMeta(
         total,
