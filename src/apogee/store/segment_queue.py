@@ -118,15 +118,15 @@ class SegmentQueue:
 
     def roll(self) -> Segment:
         """Start the next segment after the last (full) one."""
-        start = self.segments[-1].end if self.segments else 0
-        with self._spare_lock:
+        with self._spare_lock:  # the allocator thread must not create it at the same time
+            start = self.segments[-1].end if self.segments else 0
             spare, self._spare = self._spare, None
-        seg = spare if spare is not None and spare.start == start else None
-        if spare is not None and seg is None:
-            spare.delete()
-        if seg is None:
-            seg = self._create(start)
-        self.segments = [*self.segments, seg]
+            seg = spare if spare is not None and spare.start == start else None
+            if spare is not None and seg is None:
+                spare.delete()
+            if seg is None:
+                seg = self._create(start)
+            self.segments = [*self.segments, seg]
         if self.on_roll is not None:
             self.on_roll()
         return seg
@@ -136,11 +136,13 @@ class SegmentQueue:
 
         Runs on a background thread so that a roll finds its file ready.
         """
-        segs = self.segments
-        if not segs or self.readonly:
+        if self.readonly:
             return False
-        start = segs[-1].end
         with self._spare_lock:
+            segs = self.segments
+            if not segs:
+                return False
+            start = segs[-1].end
             if self._spare is not None and self._spare.start == start:
                 return False
             if self._spare is not None:
