@@ -4,14 +4,15 @@ Owns: encoding a record straight into a caller's buffer, decoding and
 validating records, iterating the records of a buffer (a pull response body
 is exactly such a run of records), host-address packing and the inner-message
 format of batch sends. Imports: ``apogee.model.message``, ``apogee.errors``,
-stdlib. Pure: no files, no clocks.
+stdlib, zlib-ng (the same CRC-32 as zlib, several times faster). Pure: no
+files, no clocks.
 
 Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
 
     off  size  field
       0     4  TOTALSIZE       whole record, this field included
       4     4  MAGICCODE       v1 0xDAA320A7, v2 0xDAA320AB
-      8     4  BODYCRC         zlib.crc32(body) & 0x7FFFFFFF
+      8     4  BODYCRC         crc32(body) & 0x7FFFFFFF
      12     4  QUEUEID
      16     4  FLAG
      20     8  QUEUEOFFSET     logical offset in the consume queue
@@ -49,12 +50,13 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from typing import Final
+
+from zlib_ng.zlib_ng import crc32
 
 from apogee.errors import ProtocolError
 from apogee.model.message import (
@@ -201,7 +203,7 @@ def encode_record_into(  # noqa: PLR0917
     props_len = len(properties)
     size = 90 + body_len + len(topic_field) + props_len + len(born_host) + len(store_host) - 16
     if body_crc is None:
-        body_crc = zlib.crc32(body) & CRC_MASK
+        body_crc = crc32(body) & CRC_MASK
     header = _HEADERS[(len(born_host) == 20, len(store_host) == 20)]
     header.pack_into(
         buf,  # type: ignore[arg-type]
@@ -349,7 +351,7 @@ def check_record(
         )
     if check_crc:
         body_start = pos + meta.body_offset
-        crc = zlib.crc32(buf[body_start : body_start + meta.body_len]) & CRC_MASK
+        crc = crc32(buf[body_start : body_start + meta.body_len]) & CRC_MASK
         if crc != meta.body_crc:
             return CheckedRecord(
                 RecordKind.INVALID, 0, problem=f"body CRC {crc} != stored {meta.body_crc}"

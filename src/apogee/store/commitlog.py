@@ -24,11 +24,12 @@ Invariants:
 from __future__ import annotations
 
 import threading
-import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
+
+from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
 from apogee.errors import StoreError
@@ -42,7 +43,7 @@ from apogee.model.message import (
     StoreBatch,
     StoreMessage,
     merge_batch_properties,
-    string_to_properties,
+    property_value,
 )
 from apogee.model.message_codec import (
     CRC_MASK,
@@ -56,12 +57,14 @@ from apogee.model.message_codec import (
 )
 from apogee.model.topic import SCHEDULE_TOPIC
 from apogee.store.config import StoreConfig
-from apogee.store.dispatch import DispatchEntry, derive_index_fields
+from apogee.store.dispatch import DispatchEntry, index_fields
 from apogee.store.results import PutResult, PutStatus
 from apogee.store.segment import Segment
 from apogee.store.segment_queue import SegmentQueue
 
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_packed = pack_host  # module-level names are quicker to reach on the hot path
+_crc32 = crc32
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
@@ -90,6 +93,7 @@ class CommitLog:
         self.handoff: deque[DispatchEntry] = deque()
         #: store time of the newest appended record (for the checkpoint)
         self.last_store_timestamp = 0
+        self.appended_msgs = 0
         self._lock_begin_ms = 0
         self._topic_fields: dict[str, bytes] = {}
         self._max_body = config.max_message_size_bytes
@@ -99,6 +103,12 @@ class CommitLog:
         )
         self._delays = config.delay_levels_ms
         self._busy_ms = config.os_page_cache_busy_timeout_ms
+        self._now = clock.now_ms
+        #: asked (from the writer) when the writer nears the end of the
+        #: prefaulted pages; the store points it at its allocator thread
+        self.on_prefault_due: Callable[[], None] | None = None
+        self.prefault_window = config.prefault_ahead_bytes
+        self._low_water = self.prefault_window // 2
 
     # -- offsets -------------------------------------------------------------
 
@@ -129,82 +139,98 @@ class CommitLog:
             finally:
                 self._lock_begin_ms = 0
 
-    def _topic_field(self, topic: str) -> bytes | None:
+    def _topic_field(self, topic: str) -> bytes:
+        """The TOPIC field of ``topic``, cached; b"" when the name cannot be stored."""
         field = self._topic_fields.get(topic)
         if field is None:
             data = topic.encode()
             if len(data) > MAX_TOPIC_LENGTH_V1 or not data:
-                return None
+                return b""
             field = self._topic_fields[topic] = bytes((len(data),)) + data
         return field
+
+    @property
+    def _last(self) -> Segment | None:
+        segs = self.queue.segments
+        return segs[-1] if segs else None
 
     # -- appending -----------------------------------------------------------
 
     def append(self, msg: StoreMessage) -> PutResult:
         """Append one message; see the module invariants."""
         body = msg.body
-        if len(body) > self._max_body:
-            return _illegal(f"body is {len(body)} bytes, the limit is {self._max_body}")
         topic = msg.topic
-        tfield = self._topic_field(topic)
-        if tfield is None:
-            return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
-        props = msg.properties.encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            return PutResult(
-                PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                reason=f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_LENGTH}",
-            )
-        born = pack_host(msg.born_host)
-        store = pack_host(msg.store_host)
+        text = msg.properties
+        tfield = self._topic_fields.get(topic) or self._topic_field(topic)
+        props = text.encode()
+        born = _packed(msg.born_host)
+        store = _packed(msg.store_host)
+        size = 74 + len(body) + len(tfield) + len(props) + len(born) + len(store)
+        if (
+            size > self._max_record
+            or len(body) > self._max_body
+            or len(props) > MAX_PROPERTIES_LENGTH
+            or len(tfield) < 2
+        ):
+            return self._refuse(msg, size, len(props))
         sys_flag = msg.sys_flag & ~_HOST_FLAGS
         if len(born) == 20:
             sys_flag |= BORNHOST_V6_FLAG
         if len(store) == 20:
             sys_flag |= STOREHOSTADDRESS_V6_FLAG
-        size = 74 + len(body) + len(tfield) + len(props) + len(born) + len(store)
-        if size > self._max_record:
-            return _illegal(f"record of {size} bytes exceeds {self._max_record}")
-        crc = zlib.crc32(body) & CRC_MASK
-        code, keys, uniq = derive_index_fields(topic, string_to_properties(msg.properties), 0, ())
+        crc = _crc32(body) & CRC_MASK
+        code, keys, uniq = index_fields(topic, text, 0, ())
         indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
         qid = msg.queue_id
+        prepared = msg.prepared_transaction_offset
         if self._lock_begin_ms and self.is_page_cache_busy():
             return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
         with self.put_lock:
-            now = self.clock.now_ms()
-            self._lock_begin_ms = now
-            try:
-                seg, pos = self._room_for(size)
-            except StoreError as exc:
-                self._lock_begin_ms = 0
-                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
+            self._lock_begin_ms = now = self._now()
+            seg = self._last
+            pos = seg.wrote if seg is not None else -1
+            if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+                try:
+                    seg, pos = self._room_for(size)
+                except StoreError as exc:
+                    self._lock_begin_ms = 0
+                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
             phys = seg.start + pos
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
             # fmt: off
             encode_record_into(
                 seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
-                now, store, msg.reconsume_times, msg.prepared_transaction_offset, body, tfield,
-                props, crc,
+                now, store, msg.reconsume_times, prepared, body, tfield, props, crc,
             )
             # fmt: on
             seg.wrote = pos + size
+            if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
+                self.on_prefault_due()
             if indexed:
                 self.topic_queue_table[key] = qoff + 1
             self.last_store_timestamp = now
+            self.appended_msgs += 1
             if topic == SCHEDULE_TOPIC:
-                code = self._schedule_code(msg.properties, now)
+                code = index_fields(topic, text, now, self._delays)[0]
             self.handoff.append(
-                (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag,
-                 msg.prepared_transaction_offset)
-            )  # fmt: skip
+                (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
+            )
             self._lock_begin_ms = 0
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, 1, now, store)
 
-    def _schedule_code(self, properties: str, store_timestamp: int) -> int:
-        props = string_to_properties(properties)
-        return derive_index_fields(SCHEDULE_TOPIC, props, store_timestamp, self._delays)[0]
+    def _refuse(self, msg: StoreMessage, size: int, props_len: int) -> PutResult:
+        """Why a message that failed the quick size checks cannot be stored."""
+        if len(msg.body) > self._max_body:
+            return _illegal(f"body is {len(msg.body)} bytes, the limit is {self._max_body}")
+        if not self._topic_field(msg.topic):
+            return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
+        if props_len > MAX_PROPERTIES_LENGTH:
+            return PutResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                reason=f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}",
+            )
+        return _illegal(f"record of {size} bytes exceeds {self._max_record}")
 
     def _room_for(self, size: int) -> tuple[Segment, int]:
         """Segment and position for ``size`` bytes, writing a blank and rolling if needed."""
@@ -222,12 +248,12 @@ class CommitLog:
     def append_batch(self, batch: StoreBatch) -> PutResult:
         """Append a batch to one topic queue: consecutive offsets, one file, one lock."""
         tfield = self._topic_field(batch.topic)
-        if tfield is None:
+        if not tfield:
             return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
         if batch.sys_flag & TRANSACTION_TYPE_MASK:
             return _illegal("a batch cannot carry transaction messages")
-        batch_props = string_to_properties(batch.properties)
-        if batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0").strip() not in ("", "0"):
+        delay = property_value(batch.properties, PROPERTY_DELAY_TIME_LEVEL) or "0"
+        if delay.strip() not in ("", "0"):
             return _illegal("a batch cannot be delayed")
         if not batch.items:
             return _illegal("empty batch")
@@ -242,34 +268,31 @@ class CommitLog:
         if len(store) == 20:
             sys_flag |= STOREHOSTADDRESS_V6_FLAG
         fixed = 74 + len(tfield) + len(born) + len(store)
-        prepared = self._prepare_batch(batch, batch_props, fixed)
+        prepared = self._prepare_batch(batch, fixed)
         if isinstance(prepared, PutResult):
             return prepared
         return self._write_batch(
             batch, items=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
         )
 
-    def _prepare_batch(
-        self, batch: StoreBatch, batch_props: dict[str, str], fixed: int
-    ) -> list[_Item] | PutResult:
+    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> list[_Item] | PutResult:
         """Encode what can be encoded outside the lock, item by item."""
         extra = batch.properties
+        topic = batch.topic
         out: list[_Item] = []
         total = 0
         for item in batch.items:
-            props_text = merge_batch_properties(item.properties, extra)
-            props = props_text.encode()
+            text = merge_batch_properties(item.properties, extra)
+            props = text.encode()
             if len(props) > MAX_PROPERTIES_LENGTH:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item properties")
-            merged = string_to_properties(item.properties)
-            merged.update(batch_props)
-            code, keys, uniq = derive_index_fields(batch.topic, merged, 0, ())
-            size = fixed + len(item.body) + len(props)
+            code, keys, uniq = index_fields(topic, text, 0, ())
+            body = item.body
+            size = fixed + len(body) + len(props)
             if size > self._max_record:
                 return _illegal(f"batch item of {size} bytes exceeds {self._max_record}")
             total += size
-            crc = zlib.crc32(item.body) & CRC_MASK
-            out.append((size, item.flag, item.body, props, crc, code, keys, uniq))
+            out.append((size, item.flag, body, props, _crc32(body) & CRC_MASK, code, keys, uniq))
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
         return out
@@ -316,6 +339,9 @@ class CommitLog:
                 qoff += 1
             self.topic_queue_table[key] = qoff
             self.last_store_timestamp = now
+            self.appended_msgs += len(offsets)
+            if pos > seg.prefaulted - self._low_water and self.on_prefault_due:
+                self.on_prefault_due()
             self._lock_begin_ms = 0
         return PutResult(
             PutStatus.PUT_OK, offsets[0], total, first_qoff, len(offsets), now, store,

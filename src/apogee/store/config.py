@@ -101,6 +101,9 @@ class StoreConfig:
     offset_check_in_slave: bool = False  # offsetCheckInSlave
     # Apogee only: RAM assumed by the cold-read rule; None = this machine's.
     total_physical_memory_bytes: int | None = field(default=None)
+    # Apogee only: commit-log bytes ahead of the writer whose pages a background
+    # thread maps in advance (a page fault per 4 KiB costs the writer more); 0 = off.
+    prefault_ahead_bytes: int = 8 << 20
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_consume_queue_bytes % 20:

@@ -37,6 +37,7 @@ BLANK_UNIT_SIZE: Final = 0x7FFFFFFF
 UNIT = struct.Struct(">qiq")
 assert UNIT.size == CQ_UNIT_SIZE
 _BLANK_UNIT: Final = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+_pack_unit = UNIT.pack_into
 
 
 def is_blank_unit(phys: int, size: int) -> bool:
@@ -75,6 +76,18 @@ class ConsumeQueue:
         are idempotent); a different one, and everything after it, is
         replaced; a gap is filled with blank units.
         """
+        segs = self.queue.segments
+        if segs:  # the common case: the next unit of a file with room
+            seg = segs[-1]
+            pos = seg.wrote
+            if pos < seg.size and logical * CQ_UNIT_SIZE == seg.start + pos:
+                _pack_unit(seg.view, pos, phys, size, tags_code)
+                seg.wrote = pos + CQ_UNIT_SIZE
+                self.max_physic_end = phys + size
+                return
+        self._put_slow(logical, phys, size, tags_code)
+
+    def _put_slow(self, logical: int, phys: int, size: int, tags_code: int) -> None:
         expect = logical * CQ_UNIT_SIZE
         queue = self.queue
         if expect < queue.max_offset:

@@ -3,9 +3,10 @@
 Owns: DispatchRequest (one per stored record, built either at append time or
 by re-reading the log during recovery and on slaves), the Dispatcher
 protocol implemented by the consume-queue builder and the index service, the
-compact tuple form of a request used on hot paths, and the one function that
-derives tag code, keys and unique key from a record's properties, so that the
-append path and the log-parsing path cannot disagree.
+compact tuple form of a request used on hot paths, and ``index_fields``, the
+one function that derives tag code, keys and unique key from a record's
+property string, so that the append path and the log-parsing path cannot
+disagree.
 Imports: ``apogee.model``, stdlib.
 """
 
@@ -20,7 +21,7 @@ from apogee.model.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    string_to_properties,
+    property_value,
 )
 from apogee.model.message_codec import RecordMeta
 from apogee.model.topic import SCHEDULE_TOPIC
@@ -54,18 +55,26 @@ class Dispatcher(Protocol):
 DispatchEntry = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int]
 
 
-def derive_index_fields(
-    topic: str, props: dict[str, str], store_timestamp: int, delay_levels_ms: tuple[int, ...]
+def index_fields(
+    topic: str, properties: str, store_timestamp: int, delay_levels_ms: tuple[int, ...]
 ) -> tuple[int, str | None, str | None]:
     """(tags code, keys, unique key) of a record, by RocketMQ's dispatch rules.
 
     The tag code is Java's String.hashCode of TAGS (0 without a tag); for
     SCHEDULE_TOPIC_XXXX it is the delivery time instead: store time plus the
-    delay of the DELAY level, clamped to the highest level.
+    delay of the DELAY level, clamped to the highest level. Runs for every
+    appended message, hence the inlined look-ups (``property_value`` rules).
     """
-    code = hash_tags(props.get(PROPERTY_TAGS))
+    tags = keys = uniq = None
+    if "\x02TAGS\x01" in properties or properties.startswith("TAGS\x01"):
+        tags = property_value(properties, PROPERTY_TAGS)
+    if "KEYS\x01" in properties:
+        keys = property_value(properties, PROPERTY_KEYS)
+    if "UNIQ_KEY\x01" in properties:
+        uniq = property_value(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    code = hash_tags(tags) if tags else 0
     if topic == SCHEDULE_TOPIC:
-        level_text = props.get(PROPERTY_DELAY_TIME_LEVEL)
+        level_text = property_value(properties, PROPERTY_DELAY_TIME_LEVEL)
         if level_text is not None:
             try:
                 level = min(int(level_text), len(delay_levels_ms))
@@ -73,13 +82,14 @@ def derive_index_fields(
                 level = 0  # RocketMQ would fail the whole record; we keep the tag hash
             if level > 0:
                 code = store_timestamp + delay_levels_ms[level - 1]
-    return code, props.get(PROPERTY_KEYS), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    return code, keys, uniq
 
 
 def entry_from_meta(meta: RecordMeta, delay_levels_ms: tuple[int, ...]) -> DispatchEntry:
     """The dispatch entry of a record read back from the log."""
-    props = string_to_properties(meta.properties)
-    code, keys, uniq = derive_index_fields(meta.topic, props, meta.store_timestamp, delay_levels_ms)
+    code, keys, uniq = index_fields(
+        meta.topic, meta.properties, meta.store_timestamp, delay_levels_ms
+    )
     return (
         meta.topic,
         meta.queue_id,

@@ -78,8 +78,8 @@ class FileMessageStore:
         self.limits = ReadLimits.from_config(config)
         self.recovery: RecoveryReport | None = None
         self.closed = False
-        self.stats = {"put_ok": 0, "put_failed": 0, "get_found": 0, "get_miss": 0,
-                      "get_transferred_msgs": 0}  # fmt: skip
+        self.stats = {"put_failed": 0, "get_found": 0, "get_miss": 0, "get_transferred_msgs": 0}
+        self._writable = config.broker_role is not BrokerRole.SLAVE
         self.group_commit: GroupCommitService | None = None
         self.services: list[ServiceThread] = self._make_services()
 
@@ -140,8 +140,16 @@ class FileMessageStore:
             interval_ms=config.flush_interval_consume_queue_ms,
             thorough_interval_ms=config.flush_consume_queue_thorough_interval_ms,
         )  # fmt: skip
-        allocator = CallService("apogee-allocate", queue.prepare_next, 1.0)
+        window = config.prefault_ahead_bytes
+
+        def allocate() -> None:
+            queue.prefault_ahead(window)
+            queue.prepare_next(window)
+
+        allocator = CallService("apogee-allocate", allocate, 1.0)
         queue.on_roll = allocator.wakeup
+        if window:
+            self.commit_log.on_prefault_due = allocator.wakeup
         return [flusher, cq_flusher, allocator]
 
     def start(self) -> None:
@@ -171,23 +179,23 @@ class FileMessageStore:
         return ""
 
     def put(self, msg: StoreMessage) -> PutResult:
-        reason = self._unwritable()
-        result = (
-            PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
-            if reason
-            else self.commit_log.append(msg)
-        )
-        self.stats["put_ok" if result.status is PutStatus.PUT_OK else "put_failed"] += 1
+        if self._writable:
+            result = self.commit_log.append(msg)
+            if result.status is PutStatus.PUT_OK:
+                return result
+        else:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
+        self.stats["put_failed"] += 1
         return result
 
     def put_batch(self, batch: StoreBatch) -> PutResult:
-        reason = self._unwritable()
-        result = (
-            PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
-            if reason
-            else self.commit_log.append_batch(batch)
-        )
-        self.stats["put_ok" if result.status is PutStatus.PUT_OK else "put_failed"] += 1
+        if self._writable:
+            result = self.commit_log.append_batch(batch)
+            if result.status is PutStatus.PUT_OK:
+                return result
+        else:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
+        self.stats["put_failed"] += 1
         return result
 
     def flush_future(self, result: PutResult) -> Future[PutStatus]:
@@ -215,9 +223,11 @@ class FileMessageStore:
         """One retention pass at the clock's time and local hour."""
         now = self.clock.now_ms()
         hook = [self.index.delete_files_below] if self.index is not None else []
-        return self.cleaner.step(
+        report = self.cleaner.step(
             self.commit_log, self.queues, hook, now_ms=now, hour=time.localtime(now / 1000).tm_hour
         )
+        self._writable = not self._unwritable()
+        return report
 
     def trigger_delete_files(self) -> None:
         self.cleaner.request_manual_delete()
@@ -327,6 +337,7 @@ class FileMessageStore:
     def runtime_stats(self) -> dict[str, int]:
         return {
             **self.stats,
+            "put_ok": self.commit_log.appended_msgs,
             "commit_log_min_offset": self.commit_log.min_offset,
             "commit_log_max_offset": self.commit_log.max_offset,
             "commit_log_flushed_offset": self.commit_log.queue.flushed_offset,
@@ -344,6 +355,7 @@ class FileMessageStore:
         if self.closed:
             return
         self.closed = True
+        self._writable = False
         for service in self.services:
             service.stop()
         while self.reput.step(4096):

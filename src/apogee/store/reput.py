@@ -38,6 +38,7 @@ class Reput:
     ) -> None:
         self.commit_log = commit_log
         self.queues = queues
+        self._queues = queues.queues  # the dict itself, for the per-record lookup
         self.dispatchers = list(dispatchers)
         self.arrival = arrival
         self.reput_from = 0
@@ -51,23 +52,29 @@ class Reput:
     def step(self, max_records: int = 1024) -> int:
         """Dispatch up to ``max_records`` records; return how many were dispatched."""
         handoff = self.commit_log.handoff
+        apply = self.apply
         done = 0
         while done < max_records:
-            entry: DispatchEntry | None = None
-            while handoff:
-                head = handoff[0]
-                if head[2] < self.reput_from:
-                    handoff.popleft()  # already dispatched from the log
-                    continue
-                if head[2] == self.reput_from:
-                    entry = handoff.popleft()
-                break
-            if entry is None:
-                entry = self._parse_next()
-                if entry is None:
+            # Fast lane: hand-off entries that continue the cursor exactly.
+            while handoff and done < max_records:
+                entry = handoff[0]
+                if entry[2] != self.reput_from:
                     break
-            self.apply(entry)
-            self.reput_from = entry[2] + entry[3]
+                handoff.popleft()
+                apply(entry)
+                self.reput_from = entry[2] + entry[3]
+                done += 1
+            if done >= max_records:
+                break
+            while handoff and handoff[0][2] < self.reput_from:
+                handoff.popleft()  # already dispatched from the log
+            if handoff and handoff[0][2] == self.reput_from:
+                continue
+            parsed = self._parse_next()
+            if parsed is None:
+                break
+            apply(parsed)
+            self.reput_from = parsed[2] + parsed[3]
             done += 1
         self.dispatched_count += done
         return done
@@ -94,7 +101,10 @@ class Reput:
         """Feed one record to the consume queue, the dispatchers and the listener."""
         topic, qid, phys, size, code, store_ts, qoff, _, _, sys_flag, _ = entry
         if (sys_flag & _TX_MASK) not in _NOT_QUEUED:
-            self.queues.get_or_create(topic, qid).put(qoff, phys, size, code)
+            cq = self._queues.get((topic, qid))
+            if cq is None:
+                cq = self.queues.get_or_create(topic, qid)
+            cq.put(qoff, phys, size, code)
             if self.arrival is not None:
                 self.arrival(topic, qid, qoff, code, store_ts)
         if self.dispatchers:

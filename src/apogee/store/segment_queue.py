@@ -131,10 +131,11 @@ class SegmentQueue:
             self.on_roll()
         return seg
 
-    def prepare_next(self) -> bool:
+    def prepare_next(self, prefault: int = 0) -> bool:
         """Preallocate the segment after the last one; True if one was made.
 
-        Runs on a background thread so that a roll finds its file ready.
+        Runs on a background thread so that a roll finds its file ready, with
+        its first ``prefault`` bytes already mapped.
         """
         if self.readonly:
             return False
@@ -149,12 +150,24 @@ class SegmentQueue:
                 self._spare.delete()
                 self._spare = None
             self._spare = self._create(start)
+            if prefault:
+                self._spare.prefault(prefault)
         return True
 
     def _create(self, start: int) -> Segment:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / segment_name(start)
         return Segment(path, start, self.segment_size, create=True)
+
+    def prefault_ahead(self, window: int) -> bool:
+        """Populate the pages of the next ``window`` bytes after the last write."""
+        segs = self.segments
+        if not segs or self.readonly or window <= 0:
+            return False
+        seg = segs[-1]
+        target = seg.wrote + window
+        target -= target % OS_PAGE_SIZE
+        return seg.prefault(target)
 
     # -- flushing ------------------------------------------------------------
 

@@ -137,6 +137,14 @@ def test_illegal_messages_are_refused_and_nothing_is_written(
     log.close()
 
 
+def test_oversized_properties_are_refused_with_large_files(tmp_path: Path) -> None:
+    log = open_log(tmp_path, mapped_file_size_commit_log_bytes=1 << 20)
+    result = log.append(message(extra={"P": "x" * 32800}))
+    assert result.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+    assert log.max_offset == 0
+    log.close()
+
+
 def test_batch_gets_consecutive_offsets_and_merged_properties(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append(message(queue_id=3))
