@@ -13,6 +13,7 @@ clock starts, as the broker builds them from the request it decoded.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -205,9 +206,13 @@ def store_bench(
     root = Path(tempfile.mkdtemp(prefix="apogee-bench-", dir=directory))
     record = 91 + body_size + len(TOPIC) + len(_props(0))
     try:
+        # os.sync between phases: one phase's write-back must not slow the next
         single = bench_single(root, messages, body)
+        os.sync()
         batch = bench_batch(root, batch_messages, body, batch_size)
+        os.sync()
         sync, syncs = bench_sync(root, sync_messages, body, writers)
+        os.sync()
         read_s, read_n, read_bytes = bench_read(root, read_messages, body)
     finally:
         shutil.rmtree(root, ignore_errors=True)
