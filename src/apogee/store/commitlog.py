@@ -50,6 +50,8 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
+    BatchRecord,
+    encode_batch_records_into,
     encode_record_into,
     pack_host,
     store_timestamp_at,
@@ -68,9 +70,9 @@ _crc32 = crc32
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
-# One batch item ready to write: size, flag, body, properties, crc, tag code,
-# keys, unique key.
-_Item = tuple[int, int, bytes | memoryview, bytes, int, int, str | None, str | None]
+# A batch ready to write: total bytes, the records, and per record its size,
+# tag code, keys and unique key (for the hand-off).
+_Prepared = tuple[int, list[BatchRecord], list[tuple[int, int, str | None, str | None]]]
 
 
 def _illegal(reason: str) -> PutResult:
@@ -272,47 +274,47 @@ class CommitLog:
         if isinstance(prepared, PutResult):
             return prepared
         return self._write_batch(
-            batch, items=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
+            batch, prepared=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
         )
 
-    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> list[_Item] | PutResult:
+    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> _Prepared | PutResult:
         """Encode what can be encoded outside the lock, item by item."""
         extra = batch.properties
         topic = batch.topic
-        out: list[_Item] = []
+        records: list[BatchRecord] = []
+        index: list[tuple[int, int, str | None, str | None]] = []
         total = 0
-        for item in batch.items:
-            text = merge_batch_properties(item.properties, extra)
+        max_record = self._max_record
+        for flag, body, inner in batch.items:
+            text = merge_batch_properties(inner, extra) if extra else inner
             props = text.encode()
-            if len(props) > MAX_PROPERTIES_LENGTH:
-                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item properties")
-            code, keys, uniq = index_fields(topic, text, 0, ())
-            body = item.body
             size = fixed + len(body) + len(props)
-            if size > self._max_record:
-                return _illegal(f"batch item of {size} bytes exceeds {self._max_record}")
+            if size > max_record or len(props) > MAX_PROPERTIES_LENGTH:
+                if len(props) > MAX_PROPERTIES_LENGTH:
+                    return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
+                return _illegal(f"batch item of {size} bytes exceeds {max_record}")
+            code, keys, uniq = index_fields(topic, text, 0, ())
             total += size
-            out.append((size, item.flag, body, props, _crc32(body) & CRC_MASK, code, keys, uniq))
+            records.append((flag, body, props, _crc32(body) & CRC_MASK))
+            index.append((size, code, keys, uniq))
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
-        return out
+        return total, records, index
 
     def _write_batch(
         self,
         batch: StoreBatch,
         *,
-        items: list[_Item],
+        prepared: _Prepared,
         tfield: bytes,
         born: bytes,
         store: bytes,
         sys_flag: int,
     ) -> PutResult:
-        total = sum(it[0] for it in items)
+        total, records, index = prepared
         topic = batch.topic
         qid = batch.queue_id
         key = (topic, qid)
-        handoff = self.handoff
-        offsets: list[int] = []
         with self.put_lock:
             now = self.clock.now_ms()
             self._lock_begin_ms = now
@@ -321,32 +323,31 @@ class CommitLog:
             except StoreError as exc:
                 self._lock_begin_ms = 0
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
-            first_qoff = qoff = self.topic_queue_table.get(key, 0)
-            view = seg.view
-            base = seg.start
-            for size, flag, body, props, crc, code, keys, uniq in items:
-                phys = base + pos
-                # fmt: off
-                encode_record_into(
-                    view, pos, qid, flag, qoff, phys, sys_flag, batch.born_timestamp, born, now,
-                    store, batch.reconsume_times, 0, body, tfield, props, crc,
-                )
-                # fmt: on
-                offsets.append(phys)
-                pos += size
-                seg.wrote = pos
-                handoff.append((topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, 0))
-                qoff += 1
-            self.topic_queue_table[key] = qoff
+            first = self.topic_queue_table.get(key, 0)
+            offsets = encode_batch_records_into(
+                seg.view, pos, seg.start, queue_id=qid, first_queue_offset=first,
+                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born,
+                store_timestamp=now, store_host=store, reconsume_times=batch.reconsume_times,
+                topic_field=tfield, records=records,
+            )  # fmt: skip
+            seg.wrote = pos + total
+            self.handoff.extend(
+                [
+                    (topic, qid, phys, size, code, now, first + i, keys, uniq, sys_flag, 0)
+                    for i, (phys, (size, code, keys, uniq)) in enumerate(
+                        zip(offsets, index, strict=True)
+                    )
+                ]
+            )
+            self.topic_queue_table[key] = first + len(offsets)
             self.last_store_timestamp = now
             self.appended_msgs += len(offsets)
-            if pos > seg.prefaulted - self._low_water and self.on_prefault_due:
+            if pos + total > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()
             self._lock_begin_ms = 0
         return PutResult(
-            PutStatus.PUT_OK, offsets[0], total, first_qoff, len(offsets), now, store,
-            _offsets=offsets,
-        )  # fmt: skip
+            PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
+        )
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """Append raw log bytes at ``offset`` (a slave copying its master).
