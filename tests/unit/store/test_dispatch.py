@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 from apogee._util.clock import FakeClock
@@ -120,4 +121,20 @@ def test_dispatch_step_honours_its_budget_and_reports_lag(tmp_path: Path) -> Non
     assert store.dispatch_step(100) == 3
     assert store.dispatch_behind_bytes() == 0
     assert store.dispatch_step(100) == 0
+    store.close()
+
+
+def test_a_dispatch_thread_woken_by_puts_feeds_the_queues(tmp_path: Path) -> None:
+    heard: list[int] = []
+    store = FileMessageStore.open(small_config(tmp_path))
+    store.set_arrival_listener(lambda topic, qid, offset, code, ts: heard.append(offset))
+    store.start(dispatch_thread=True)
+    for _ in range(20):
+        store.put(message())
+    for _ in range(500):
+        if store.max_offset_in_queue("TopicTest", 0) == 20:
+            break
+        threading.Event().wait(0.01)
+    assert store.max_offset_in_queue("TopicTest", 0) == 20
+    assert heard == list(range(20))
     store.close()
