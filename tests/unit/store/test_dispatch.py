@@ -4,15 +4,21 @@ import shutil
 import threading
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from apogee._util.clock import FakeClock
+from apogee.model.javahash import java_string_hash
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     BatchItem,
     StoreBatch,
+    string_to_properties,
 )
 from apogee.store.config import StoreConfig
+from apogee.store.dispatch import index_fields
 from apogee.store.file_store import FileMessageStore
 from apogee.testing.store import (
     RecordingDispatcher,
@@ -138,3 +144,17 @@ def test_a_dispatch_thread_woken_by_puts_feeds_the_queues(tmp_path: Path) -> Non
     assert store.max_offset_in_queue("TopicTest", 0) == 20
     assert heard == list(range(20))
     store.close()
+
+
+_PIECES = st.sampled_from(
+    ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XKEYS", "3", "a b", "\x01", "\x02"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_index_fields_agree_with_the_full_property_parse(text: str) -> None:
+    props = string_to_properties(text)
+    tags = props.get("TAGS")
+    expected = (java_string_hash(tags) if tags else 0, props.get("KEYS"), props.get("UNIQ_KEY"))
+    assert index_fields("T", text, 0, ()) == expected
