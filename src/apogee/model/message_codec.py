@@ -234,6 +234,20 @@ def encode_record_into(  # noqa: PLR0917
     return size
 
 
+def header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    """The record fields from BODYCRC to the body length (written at record + 8).
+
+    For writers that inline :func:`encode_record_into` on their hottest path:
+    they must keep its write order (this header, body, topic field, int16
+    properties length, properties, then TOTALSIZE and MAGICCODE last).
+    """
+    return _HEADERS[(born_v6, store_v6)]
+
+
+SIZE_MAGIC = _BLANK  # TOTALSIZE + MAGICCODE, written last
+PROPERTIES_LENGTH = _I16
+
+
 #: One message of a batch as :func:`encode_batch_records_into` takes it:
 #: flag, body, encoded properties, body CRC.
 BatchRecord = tuple[int, bytes | memoryview, bytes, int]

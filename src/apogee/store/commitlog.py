@@ -50,9 +50,12 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
+    MESSAGE_MAGIC_CODE_V1,
+    PROPERTIES_LENGTH,
+    SIZE_MAGIC,
     BatchRecord,
     encode_batch_records_into,
-    encode_record_into,
+    header_struct,
     pack_host,
     store_timestamp_at,
     write_blank,
@@ -67,6 +70,10 @@ from apogee.store.segment_queue import SegmentQueue
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _packed = pack_host  # module-level names are quicker to reach on the hot path
 _crc32 = crc32
+_HEADER_V4 = header_struct(False, False)
+_MAX_PROPS = MAX_PROPERTIES_LENGTH
+_pack_props_len = PROPERTIES_LENGTH.pack_into
+_pack_size_magic = SIZE_MAGIC.pack_into
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
@@ -158,7 +165,9 @@ class CommitLog:
 
     # -- appending -----------------------------------------------------------
 
-    def append(self, msg: StoreMessage) -> PutResult:
+    # One long function on purpose: it runs once per message, and every call
+    # or attribute hop shows in the throughput (see bench/store.py).
+    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
         """Append one message; see the module invariants."""
         body = msg.body
         topic = msg.topic
@@ -167,19 +176,24 @@ class CommitLog:
         props = text.encode()
         born = _packed(msg.born_host)
         store = _packed(msg.store_host)
-        size = 74 + len(body) + len(tfield) + len(props) + len(born) + len(store)
+        blen = len(body)
+        tlen = len(tfield)
+        plen = len(props)
+        size = 74 + blen + tlen + plen + len(born) + len(store)
         if (
             size > self._max_record
-            or len(body) > self._max_body
-            or len(props) > MAX_PROPERTIES_LENGTH
-            or len(tfield) < 2
+            or blen > self._max_body
+            or plen > MAX_PROPERTIES_LENGTH
+            or tlen < 2
         ):
-            return self._refuse(msg, size, len(props))
+            return self._refuse(msg, size, plen)
         sys_flag = msg.sys_flag & ~_HOST_FLAGS
-        if len(born) == 20:
-            sys_flag |= BORNHOST_V6_FLAG
-        if len(store) == 20:
-            sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        v4 = len(born) == 8 and len(store) == 8
+        if not v4:
+            if len(born) == 20:
+                sys_flag |= BORNHOST_V6_FLAG
+            if len(store) == 20:
+                sys_flag |= STOREHOSTADDRESS_V6_FLAG
         crc = _crc32(body) & CRC_MASK
         code, keys, uniq = index_fields(topic, text, 0, ())
         indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
@@ -200,12 +214,23 @@ class CommitLog:
             phys = seg.start + pos
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
+            # encode_record_into, inlined: this runs once per message
+            view = seg.view
+            header = _HEADER_V4 if v4 else header_struct(len(born) == 20, len(store) == 20)
             # fmt: off
-            encode_record_into(
-                seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
-                now, store, msg.reconsume_times, prepared, body, tfield, props, crc,
-            )
+            header.pack_into(view, pos + 8, crc, qid, msg.flag, qoff, phys, sys_flag,
+                             msg.born_timestamp, born, now, store, msg.reconsume_times, prepared,
+                             blen)
             # fmt: on
+            p = pos + 8 + header.size
+            view[p : p + blen] = body
+            p += blen
+            view[p : p + tlen] = tfield
+            p += tlen
+            _pack_props_len(view, p, plen)
+            p += 2
+            view[p : p + plen] = props
+            _pack_size_magic(view, pos, size, MESSAGE_MAGIC_CODE_V1)
             seg.wrote = pos + size
             if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()
