@@ -137,14 +137,16 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
     await asyncio.gather(dispatcher(), *(writer(w) for w in range(writers)))
 
 
-def bench_sync(root: Path, count: int, body: bytes, writers: int) -> tuple[float, int]:
+def bench_sync(root: Path, count: int, body: bytes, writers: int) -> tuple[float, int, float]:
     msgs = _messages(body)
     with _store(root, "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH) as store:
         start = time.perf_counter()
         _run(_sync_writers(store, msgs, count, writers))
         elapsed = time.perf_counter() - start
-        syncs = store.group_commit.syncs if store.group_commit is not None else 0
-    return elapsed, syncs
+        commit = store.group_commit
+        syncs = commit.syncs if commit is not None else 0
+        sync_s = commit.sync_seconds if commit is not None else 0.0
+    return elapsed, syncs, sync_s
 
 
 def _run(coro: Coroutine[Any, Any, None]) -> None:
@@ -211,7 +213,7 @@ def store_bench(
         os.sync()
         batch = bench_batch(root, batch_messages, body, batch_size)
         os.sync()
-        sync, syncs = bench_sync(root, sync_messages, body, writers)
+        sync, syncs, sync_s = bench_sync(root, sync_messages, body, writers)
         os.sync()
         read_s, read_n, read_bytes = bench_read(root, read_messages, body)
     finally:
@@ -227,6 +229,7 @@ def store_bench(
         "sync_flush_mb_per_s": round(sync_messages * record / sync / mb, 1),
         "sync_flush_writers": writers,
         "sync_flush_fsyncs": syncs,
+        "sync_flush_ms_per_fsync": round(sync_s / syncs * 1000, 3) if syncs else 0,
         "read_msgs_per_s": round(read_n / read_s),
         "read_mb_per_s": round(read_bytes / read_s / mb, 1),
     }

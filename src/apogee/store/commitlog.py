@@ -50,7 +50,12 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
-    encode_record_into,
+    MESSAGE_MAGIC_CODE_V1,
+    PROPERTIES_LENGTH,
+    SIZE_MAGIC,
+    BatchRecord,
+    encode_batch_records_into,
+    header_struct,
     pack_host,
     store_timestamp_at,
     write_blank,
@@ -65,12 +70,16 @@ from apogee.store.segment_queue import SegmentQueue
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _packed = pack_host  # module-level names are quicker to reach on the hot path
 _crc32 = crc32
+_HEADER_V4 = header_struct(False, False)
+_MAX_PROPS = MAX_PROPERTIES_LENGTH
+_pack_props_len = PROPERTIES_LENGTH.pack_into
+_pack_size_magic = SIZE_MAGIC.pack_into
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
-# One batch item ready to write: size, flag, body, properties, crc, tag code,
-# keys, unique key.
-_Item = tuple[int, int, bytes | memoryview, bytes, int, int, str | None, str | None]
+# A batch ready to write: total bytes, the records, and per record its size,
+# tag code, keys and unique key (for the hand-off).
+_Prepared = tuple[int, list[BatchRecord], list[tuple[int, int, str | None, str | None]]]
 
 
 def _illegal(reason: str) -> PutResult:
@@ -156,7 +165,9 @@ class CommitLog:
 
     # -- appending -----------------------------------------------------------
 
-    def append(self, msg: StoreMessage) -> PutResult:
+    # One long function on purpose: it runs once per message, and every call
+    # or attribute hop shows in the throughput (see bench/store.py).
+    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
         """Append one message; see the module invariants."""
         body = msg.body
         topic = msg.topic
@@ -165,19 +176,24 @@ class CommitLog:
         props = text.encode()
         born = _packed(msg.born_host)
         store = _packed(msg.store_host)
-        size = 74 + len(body) + len(tfield) + len(props) + len(born) + len(store)
+        blen = len(body)
+        tlen = len(tfield)
+        plen = len(props)
+        size = 74 + blen + tlen + plen + len(born) + len(store)
         if (
             size > self._max_record
-            or len(body) > self._max_body
-            or len(props) > MAX_PROPERTIES_LENGTH
-            or len(tfield) < 2
+            or blen > self._max_body
+            or plen > MAX_PROPERTIES_LENGTH
+            or tlen < 2
         ):
-            return self._refuse(msg, size, len(props))
+            return self._refuse(msg, size, plen)
         sys_flag = msg.sys_flag & ~_HOST_FLAGS
-        if len(born) == 20:
-            sys_flag |= BORNHOST_V6_FLAG
-        if len(store) == 20:
-            sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        v4 = len(born) == 8 and len(store) == 8
+        if not v4:
+            if len(born) == 20:
+                sys_flag |= BORNHOST_V6_FLAG
+            if len(store) == 20:
+                sys_flag |= STOREHOSTADDRESS_V6_FLAG
         crc = _crc32(body) & CRC_MASK
         code, keys, uniq = index_fields(topic, text, 0, ())
         indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
@@ -198,12 +214,23 @@ class CommitLog:
             phys = seg.start + pos
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
+            # encode_record_into, inlined: this runs once per message
+            view = seg.view
+            header = _HEADER_V4 if v4 else header_struct(len(born) == 20, len(store) == 20)
             # fmt: off
-            encode_record_into(
-                seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
-                now, store, msg.reconsume_times, prepared, body, tfield, props, crc,
-            )
+            header.pack_into(view, pos + 8, crc, qid, msg.flag, qoff, phys, sys_flag,
+                             msg.born_timestamp, born, now, store, msg.reconsume_times, prepared,
+                             blen)
             # fmt: on
+            p = pos + 8 + header.size
+            view[p : p + blen] = body
+            p += blen
+            view[p : p + tlen] = tfield
+            p += tlen
+            _pack_props_len(view, p, plen)
+            p += 2
+            view[p : p + plen] = props
+            _pack_size_magic(view, pos, size, MESSAGE_MAGIC_CODE_V1)
             seg.wrote = pos + size
             if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()
@@ -272,47 +299,47 @@ class CommitLog:
         if isinstance(prepared, PutResult):
             return prepared
         return self._write_batch(
-            batch, items=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
+            batch, prepared=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
         )
 
-    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> list[_Item] | PutResult:
+    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> _Prepared | PutResult:
         """Encode what can be encoded outside the lock, item by item."""
         extra = batch.properties
         topic = batch.topic
-        out: list[_Item] = []
+        records: list[BatchRecord] = []
+        index: list[tuple[int, int, str | None, str | None]] = []
         total = 0
-        for item in batch.items:
-            text = merge_batch_properties(item.properties, extra)
+        max_record = self._max_record
+        for flag, body, inner in batch.items:
+            text = merge_batch_properties(inner, extra) if extra else inner
             props = text.encode()
-            if len(props) > MAX_PROPERTIES_LENGTH:
-                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item properties")
-            code, keys, uniq = index_fields(topic, text, 0, ())
-            body = item.body
             size = fixed + len(body) + len(props)
-            if size > self._max_record:
-                return _illegal(f"batch item of {size} bytes exceeds {self._max_record}")
+            if size > max_record or len(props) > MAX_PROPERTIES_LENGTH:
+                if len(props) > MAX_PROPERTIES_LENGTH:
+                    return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
+                return _illegal(f"batch item of {size} bytes exceeds {max_record}")
+            code, keys, uniq = index_fields(topic, text, 0, ())
             total += size
-            out.append((size, item.flag, body, props, _crc32(body) & CRC_MASK, code, keys, uniq))
+            records.append((flag, body, props, _crc32(body) & CRC_MASK))
+            index.append((size, code, keys, uniq))
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
-        return out
+        return total, records, index
 
     def _write_batch(
         self,
         batch: StoreBatch,
         *,
-        items: list[_Item],
+        prepared: _Prepared,
         tfield: bytes,
         born: bytes,
         store: bytes,
         sys_flag: int,
     ) -> PutResult:
-        total = sum(it[0] for it in items)
+        total, records, index = prepared
         topic = batch.topic
         qid = batch.queue_id
         key = (topic, qid)
-        handoff = self.handoff
-        offsets: list[int] = []
         with self.put_lock:
             now = self.clock.now_ms()
             self._lock_begin_ms = now
@@ -321,32 +348,31 @@ class CommitLog:
             except StoreError as exc:
                 self._lock_begin_ms = 0
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
-            first_qoff = qoff = self.topic_queue_table.get(key, 0)
-            view = seg.view
-            base = seg.start
-            for size, flag, body, props, crc, code, keys, uniq in items:
-                phys = base + pos
-                # fmt: off
-                encode_record_into(
-                    view, pos, qid, flag, qoff, phys, sys_flag, batch.born_timestamp, born, now,
-                    store, batch.reconsume_times, 0, body, tfield, props, crc,
-                )
-                # fmt: on
-                offsets.append(phys)
-                pos += size
-                seg.wrote = pos
-                handoff.append((topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, 0))
-                qoff += 1
-            self.topic_queue_table[key] = qoff
+            first = self.topic_queue_table.get(key, 0)
+            offsets = encode_batch_records_into(
+                seg.view, pos, seg.start, queue_id=qid, first_queue_offset=first,
+                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born,
+                store_timestamp=now, store_host=store, reconsume_times=batch.reconsume_times,
+                topic_field=tfield, records=records,
+            )  # fmt: skip
+            seg.wrote = pos + total
+            self.handoff.extend(
+                [
+                    (topic, qid, phys, size, code, now, first + i, keys, uniq, sys_flag, 0)
+                    for i, (phys, (size, code, keys, uniq)) in enumerate(
+                        zip(offsets, index, strict=True)
+                    )
+                ]
+            )
+            self.topic_queue_table[key] = first + len(offsets)
             self.last_store_timestamp = now
             self.appended_msgs += len(offsets)
-            if pos > seg.prefaulted - self._low_water and self.on_prefault_due:
+            if pos + total > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()
             self._lock_begin_ms = 0
         return PutResult(
-            PutStatus.PUT_OK, offsets[0], total, first_qoff, len(offsets), now, store,
-            _offsets=offsets,
-        )  # fmt: skip
+            PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
+        )
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """Append raw log bytes at ``offset`` (a slave copying its master).

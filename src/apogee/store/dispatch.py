@@ -55,6 +55,25 @@ class Dispatcher(Protocol):
 DispatchEntry = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int]
 
 
+_TAGS_MARK = "\x02" + PROPERTY_TAGS + "\x01"
+_KEYS_MARK = "\x02" + PROPERTY_KEYS + "\x01"
+_UNIQ_MARK = "\x02" + PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
+
+
+def _value(text: str, mark: str) -> str | None:
+    """``property_value`` for a precomputed 0x02-name-0x01 marker (hot path)."""
+    at = text.rfind(mark)
+    if at >= 0:
+        start = at + len(mark)
+    elif text.startswith(mark[1:]):
+        start = len(mark) - 1
+    else:
+        return None
+    end = text.find("\x02", start)
+    value = text[start:end] if end >= 0 else text[start:]
+    return value if value else property_value(text, mark[1:-1])
+
+
 def index_fields(
     topic: str, properties: str, store_timestamp: int, delay_levels_ms: tuple[int, ...]
 ) -> tuple[int, str | None, str | None]:
@@ -65,13 +84,9 @@ def index_fields(
     delay of the DELAY level, clamped to the highest level. Runs for every
     appended message, hence the inlined look-ups (``property_value`` rules).
     """
-    tags = keys = uniq = None
-    if "\x02TAGS\x01" in properties or properties.startswith("TAGS\x01"):
-        tags = property_value(properties, PROPERTY_TAGS)
-    if "KEYS\x01" in properties:
-        keys = property_value(properties, PROPERTY_KEYS)
-    if "UNIQ_KEY\x01" in properties:
-        uniq = property_value(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    tags = _value(properties, _TAGS_MARK)
+    keys = _value(properties, _KEYS_MARK)
+    uniq = _value(properties, _UNIQ_MARK)
     code = hash_tags(tags) if tags else 0
     if topic == SCHEDULE_TOPIC:
         level_text = property_value(properties, PROPERTY_DELAY_TIME_LEVEL)

@@ -19,7 +19,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -82,6 +82,8 @@ class FileMessageStore:
         self._writable = config.broker_role is not BrokerRole.SLAVE
         self.group_commit: GroupCommitService | None = None
         self.services: list[ServiceThread] = self._make_services()
+        self._dispatcher: CallService | None = None
+        self._wake_dispatch: Callable[[], None] | None = None
 
     @classmethod
     def open(cls, config: StoreConfig, **kwargs: Any) -> FileMessageStore:
@@ -152,10 +154,26 @@ class FileMessageStore:
             self.commit_log.on_prefault_due = allocator.wakeup
         return [flusher, cq_flusher, allocator]
 
-    def start(self) -> None:
-        """Start flushing and preallocation threads (dispatch is the broker's to drive)."""
+    def start(self, *, dispatch_thread: bool = False) -> None:
+        """Start flushing and preallocation threads.
+
+        Dispatch is the broker's to drive with ``dispatch_step``, unless
+        ``dispatch_thread`` asks for a thread that drains it, woken by puts.
+        """
+        if dispatch_thread and self._dispatcher is None:
+            self._dispatcher = CallService("apogee-reput", self._drain, 0.001)
+            self.services.append(self._dispatcher)
+            self._wake_dispatch = self._dispatcher.wakeup
         for service in self.services:
             service.start()
+
+    def _drain(self) -> None:
+        while self.reput.step(4096):
+            pass
+
+    def set_arrival_listener(self, listener: ArrivalListener | None) -> None:
+        """Who hears about each message entering a consume queue (long polling)."""
+        self.reput.arrival = listener
 
     def _physic_flushed(self) -> None:
         self.checkpoint.advance(physic=self.commit_log.last_store_timestamp)
@@ -182,6 +200,8 @@ class FileMessageStore:
         if self._writable:
             result = self.commit_log.append(msg)
             if result.status is PutStatus.PUT_OK:
+                if self._wake_dispatch is not None:
+                    self._wake_dispatch()
                 return result
         else:
             result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
@@ -192,6 +212,8 @@ class FileMessageStore:
         if self._writable:
             result = self.commit_log.append_batch(batch)
             if result.status is PutStatus.PUT_OK:
+                if self._wake_dispatch is not None:
+                    self._wake_dispatch()
                 return result
         else:
             result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
@@ -209,7 +231,10 @@ class FileMessageStore:
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """Raw commit-log bytes from a master (a slave's only way to write)."""
-        return not self.closed and self.commit_log.append_data(offset, data)
+        done = not self.closed and self.commit_log.append_data(offset, data)
+        if done and self._wake_dispatch is not None:
+            self._wake_dispatch()
+        return done
 
     # -- steps -------------------------------------------------------------
 

@@ -53,17 +53,30 @@ class Reput:
         """Dispatch up to ``max_records`` records; return how many were dispatched."""
         handoff = self.commit_log.handoff
         apply = self.apply
+        queues = self._queues
+        plain = not self.dispatchers and self.arrival is None
+        cursor = self.reput_from
         done = 0
         while done < max_records:
-            # Fast lane: hand-off entries that continue the cursor exactly.
+            # Fast lane: hand-off entries that continue the cursor exactly;
+            # with no listener or extra dispatcher, the consume-queue write
+            # is done right here (this loop runs once per stored message).
             while handoff and done < max_records:
                 entry = handoff[0]
-                if entry[2] != self.reput_from:
+                if entry[2] != cursor:
                     break
                 handoff.popleft()
-                apply(entry)
-                self.reput_from = entry[2] + entry[3]
+                if plain and (entry[9] & _TX_MASK) not in _NOT_QUEUED:
+                    cq = queues.get((entry[0], entry[1]))
+                    if cq is None:
+                        cq = self.queues.get_or_create(entry[0], entry[1])
+                    cq.put(entry[6], cursor, entry[3], entry[4])
+                    self.last_store_timestamp = entry[5]
+                else:
+                    apply(entry)
+                cursor += entry[3]
                 done += 1
+            self.reput_from = cursor
             if done >= max_records:
                 break
             while handoff and handoff[0][2] < self.reput_from:
@@ -74,7 +87,7 @@ class Reput:
             if parsed is None:
                 break
             apply(parsed)
-            self.reput_from = parsed[2] + parsed[3]
+            self.reput_from = cursor = parsed[2] + parsed[3]
             done += 1
         self.dispatched_count += done
         return done

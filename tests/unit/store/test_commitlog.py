@@ -19,6 +19,7 @@ from apogee.model.message_codec import (
     RecordKind,
     check_record,
     decode_record,
+    encode_record,
     pack_host,
 )
 from apogee.model.msgid import create_offset_msg_id
@@ -276,4 +277,24 @@ def test_properties_round_trip_through_the_log(tmp_path: Path) -> None:
     view.release()
     assert props == string_to_properties(msg.properties)
     assert props == {"TAGS": "标签", "KEYS": "a b", "CLUSTER": "c"}
+    log.close()
+
+
+def test_appended_bytes_equal_the_codec_encoding(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    for hosts in [(("10.0.0.7", 1), ("10.0.0.1", 2)), (("::1", 1), ("10.0.0.1", 2))]:
+        msg = message(queue_id=5, body=b"payload", tags="T", flag=9, born_timestamp=77,
+                      born_host=hosts[0], store_host=hosts[1], reconsume_times=3)  # fmt: skip
+        r = log.append(msg)
+        view = log.read_record(r.wrote_offset)
+        assert view is not None
+        expected = encode_record(
+            topic=msg.topic, body=b"payload", queue_id=5, flag=9, properties=msg.properties,
+            queue_offset=r.queue_offset, physical_offset=r.wrote_offset, born_timestamp=77,
+            born_host=hosts[0], store_timestamp=clock.now_ms(), store_host=hosts[1],
+            reconsume_times=3,
+        )  # fmt: skip
+        assert bytes(view) == expected
+        view.release()
     log.close()

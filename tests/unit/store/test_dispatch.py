@@ -1,17 +1,24 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from apogee._util.clock import FakeClock
+from apogee.model.javahash import java_string_hash
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     BatchItem,
     StoreBatch,
+    string_to_properties,
 )
 from apogee.store.config import StoreConfig
+from apogee.store.dispatch import index_fields
 from apogee.store.file_store import FileMessageStore
 from apogee.testing.store import (
     RecordingDispatcher,
@@ -121,3 +128,33 @@ def test_dispatch_step_honours_its_budget_and_reports_lag(tmp_path: Path) -> Non
     assert store.dispatch_behind_bytes() == 0
     assert store.dispatch_step(100) == 0
     store.close()
+
+
+def test_a_dispatch_thread_woken_by_puts_feeds_the_queues(tmp_path: Path) -> None:
+    heard: list[int] = []
+    store = FileMessageStore.open(small_config(tmp_path))
+    store.set_arrival_listener(lambda topic, qid, offset, code, ts: heard.append(offset))
+    store.start(dispatch_thread=True)
+    for _ in range(20):
+        store.put(message())
+    for _ in range(500):
+        if store.max_offset_in_queue("TopicTest", 0) == 20:
+            break
+        threading.Event().wait(0.01)
+    assert store.max_offset_in_queue("TopicTest", 0) == 20
+    assert heard == list(range(20))
+    store.close()
+
+
+_PIECES = st.sampled_from(
+    ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XKEYS", "3", "a b", "\x01", "\x02"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_index_fields_agree_with_the_full_property_parse(text: str) -> None:
+    props = string_to_properties(text)
+    tags = props.get("TAGS")
+    expected = (java_string_hash(tags) if tags else 0, props.get("KEYS"), props.get("UNIQ_KEY"))
+    assert index_fields("T", text, 0, ()) == expected

@@ -188,3 +188,26 @@ def test_lookups_by_offset_and_time(tmp_path: Path) -> None:
     assert store.max_offset_in_queue("Nope", 0) == 0
     assert store.topics() == {"TopicTest": [0]}
     store.close()
+
+
+def test_deleting_a_topic_drops_its_queues_and_restarts_its_offsets(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    put_many(store, 3, queue_id=0)
+    put_many(store, 2, queue_id=1)
+    store.put(message(topic="Other"))
+    store.dispatch_step()
+    assert store.delete_topics(["TopicTest"]) == 2
+    assert store.topics() == {"Other": [0]}
+    assert not (tmp_path / "consumequeue" / "TopicTest").exists()
+    gone = store.get("TopicTest", 0, 0, 32)
+    assert gone.status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    again = store.put(message(queue_id=0, body=b"fresh"))
+    assert again.queue_offset == 0
+    store.dispatch_step()
+    got = store.get("TopicTest", 0, 0, 32)
+    assert got.status is GetStatus.FOUND and got.queue_offsets == [0]
+    got.release()
+    stats = store.runtime_stats()
+    assert stats["put_ok"] == 7 and stats["consume_queues"] == 2
+    assert stats["get_found"] == 1 and stats["get_miss"] == 1
+    store.close()

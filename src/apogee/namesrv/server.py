@@ -1,0 +1,99 @@
+"""The NameServer process: composition root and the inactive-broker scan.
+
+Owns: building the route table, KV config, handlers and remoting server, and
+starting/stopping them in order. No business logic lives here.
+Imports: ``apogee.namesrv``, ``apogee.remoting``, ``apogee._util``.
+
+Several name servers run side by side without talking to each other; each
+broker registers with all of them, so each holds the whole picture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from types import TracebackType
+
+from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee.namesrv.config import NamesrvConfig
+from apogee.namesrv.handlers import NamesrvHandlers
+from apogee.namesrv.kvconfig import KVConfig
+from apogee.namesrv.route_table import RouteTable
+from apogee.remoting.config import ServerConfig
+from apogee.remoting.connection import Connection
+from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+class NameServer:
+    def __init__(self, config: NamesrvConfig | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config or NamesrvConfig()
+        self.clock = clock
+        self.routes = RouteTable()
+        self.kv = KVConfig(Path(self.config.kv_config_path).expanduser())
+        self.handlers = NamesrvHandlers(self.routes, self.kv, self.config, clock)
+        table = HandlerTable()
+        self.handlers.register(table)
+        self.server = RemotingServer(
+            table,
+            ServerConfig(
+                host=self.config.bind_address,
+                port=self.config.listen_port,
+                idle_timeout_s=float(self.config.server_channel_max_idle_time_seconds),
+            ),
+        )
+        self.server.add_close_listener(self.handlers.on_connection_closed)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
+        log.info("name server listening on %s:%d", self.config.bind_address, self.port)
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+            self._scan_task = None
+        await self.server.stop()
+
+    def scan_once(self) -> list[str]:
+        """Drop brokers silent past their timeout and close their connections."""
+        live = dict(self.routes.broker_live_table)
+        expired = self.routes.scan_not_active(self.clock.now_ms())
+        for addr in expired:
+            log.warning("broker %s expired: nothing heard for %d ms", addr, live[addr].timeout_ms)
+            channel = live[addr].channel
+            if isinstance(channel, Connection):
+                channel.close()
+        return expired
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.scan_once()
+            except Exception:  # the scan must outlive a bad entry
+                log.exception("inactive-broker scan failed")
+
+    async def __aenter__(self) -> NameServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
