@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from apogee._util.fileio import atomic_write
+from apogee.errors import ConfigError, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,32 @@ class ConfigFiles:
             await self.save(path, data)
         except OSError:
             log.exception("cannot write %s", path)
+
+    @staticmethod
+    def load(path: Path, apply: Callable[[bytes], None]) -> bool:
+        """Apply ``path``'s content, or its ``.bak`` when the file is unreadable.
+
+        Returns False when neither exists (a new broker).
+
+        Raises:
+            ConfigError: both exist and neither parses; names the file.
+        """
+        problem: ProtocolError | None = None
+        for candidate in (path, path.with_name(path.name + ".bak")):
+            try:
+                data = candidate.read_bytes()
+            except FileNotFoundError:
+                continue
+            try:
+                apply(data)
+            except ProtocolError as exc:
+                log.warning("%s is unreadable: %s", candidate, exc)
+                problem = exc
+                continue
+            return True
+        if problem is not None:
+            raise ConfigError(f"{path}: {problem}")
+        return False
 
     async def flush(self) -> None:
         """Wait for every background save started so far."""
