@@ -11,6 +11,7 @@ store). Imports: anything; nothing in ``apogee`` imports this module.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -18,16 +19,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from apogee.broker.broker import Broker
 from apogee.broker.config import BrokerConfig
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
 from apogee.store.config import StoreConfig
+
+T = TypeVar("T")
 
 #: Store settings for tests: files of a few MiB instead of 1 GiB, a tiny index.
 SMALL_STORE_PROPERTIES: dict[str, str] = {
@@ -205,3 +208,17 @@ class BrokerProcess(_Process):
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
         super().__init__(args, port, store_dir.parent / f"{store_dir.name}.log")
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], timeout_s: float = 5.0, interval_s: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy; AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(interval_s)
