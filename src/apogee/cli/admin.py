@@ -12,6 +12,7 @@ from apogee.cli.main import LazyGroup
 
 # mqadmin command name -> "module:attribute"
 ADMIN_COMMANDS: dict[str, str] = {}
+ADMIN_COMMANDS["store-verify"] = "apogee.admin.inspect:store_verify"
 
 
 @click.group(cls=LazyGroup, lazy_commands=ADMIN_COMMANDS)

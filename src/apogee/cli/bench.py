@@ -11,6 +11,7 @@ from apogee.cli.main import LazyGroup
 
 # benchmark name -> "module:attribute"
 BENCH_COMMANDS: dict[str, str] = {}
+BENCH_COMMANDS["store"] = "apogee.bench.store:store_bench"
 
 
 @click.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)

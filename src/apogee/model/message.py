@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -117,6 +118,29 @@ def string_to_properties(text: str | None) -> dict[str, str]:
     return out
 
 
+def property_value(text: str, name: str) -> str | None:
+    """``string_to_properties(text).get(name)`` without building the dict.
+
+    A handful of ``rfind`` calls instead of a split per pair: the store calls
+    this for TAGS, KEYS and UNIQ_KEY of every message it appends. The last
+    pair named ``name`` wins; a pair with an empty value is skipped, so then
+    the full parse decides.
+    """
+    marker = PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR
+    at = text.rfind(marker)
+    if at >= 0:
+        start = at + len(marker)
+    elif text.startswith(marker[1:]):
+        start = len(marker) - 1
+    else:
+        return None
+    end = text.find(PROPERTY_SEPARATOR, start)
+    value = text[start:] if end < 0 else text[start:end]
+    if value:
+        return value
+    return string_to_properties(text).get(name)
+
+
 def merge_batch_properties(inner: str, batch: str) -> str:
     """The stored property string of one message of a batch (J4 batch encoder).
 
@@ -151,8 +175,7 @@ class StoreMessage:
     prepared_transaction_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class BatchItem:
+class BatchItem(NamedTuple):
     """One message of a batch body: its flag, body and own property string."""
 
     flag: int

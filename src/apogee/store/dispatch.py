@@ -1,15 +1,30 @@
 """What the commit log tells its derived stores about each record.
 
 Owns: DispatchRequest (one per stored record, built either at append time or
-by re-reading the log during recovery and on slaves) and the Dispatcher
-protocol implemented by the consume-queue builder and the index service.
-Imports: stdlib only.
+by re-reading the log during recovery and on slaves), the Dispatcher
+protocol implemented by the consume-queue builder and the index service, the
+compact tuple form of a request used on hot paths, and ``index_fields``, the
+one function that derives tag code, keys and unique key from a record's
+property string, so that the append path and the log-parsing path cannot
+disagree.
+Imports: ``apogee.model``, stdlib.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+
+from apogee.model.javahash import tags_code as hash_tags
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    property_value,
+)
+from apogee.model.message_codec import RecordMeta
+from apogee.model.topic import SCHEDULE_TOPIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +48,73 @@ class Dispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None:
         """Record ``request``; must be idempotent for records already seen."""
         ...
+
+
+#: A DispatchRequest as a plain tuple, fields in the same order; the append
+#: path hands these to the dispatcher because building one is much cheaper.
+DispatchEntry = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int]
+
+
+_TAGS_MARK = "\x02" + PROPERTY_TAGS + "\x01"
+_KEYS_MARK = "\x02" + PROPERTY_KEYS + "\x01"
+_UNIQ_MARK = "\x02" + PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
+
+
+def _value(text: str, mark: str) -> str | None:
+    """``property_value`` for a precomputed 0x02-name-0x01 marker (hot path)."""
+    at = text.rfind(mark)
+    if at >= 0:
+        start = at + len(mark)
+    elif text.startswith(mark[1:]):
+        start = len(mark) - 1
+    else:
+        return None
+    end = text.find("\x02", start)
+    value = text[start:end] if end >= 0 else text[start:]
+    return value if value else property_value(text, mark[1:-1])
+
+
+def index_fields(
+    topic: str, properties: str, store_timestamp: int, delay_levels_ms: tuple[int, ...]
+) -> tuple[int, str | None, str | None]:
+    """(tags code, keys, unique key) of a record, by RocketMQ's dispatch rules.
+
+    The tag code is Java's String.hashCode of TAGS (0 without a tag); for
+    SCHEDULE_TOPIC_XXXX it is the delivery time instead: store time plus the
+    delay of the DELAY level, clamped to the highest level. Runs for every
+    appended message, hence the inlined look-ups (``property_value`` rules).
+    """
+    tags = _value(properties, _TAGS_MARK)
+    keys = _value(properties, _KEYS_MARK)
+    uniq = _value(properties, _UNIQ_MARK)
+    code = hash_tags(tags) if tags else 0
+    if topic == SCHEDULE_TOPIC:
+        level_text = property_value(properties, PROPERTY_DELAY_TIME_LEVEL)
+        if level_text is not None:
+            try:
+                level = min(int(level_text), len(delay_levels_ms))
+            except ValueError:
+                level = 0  # RocketMQ would fail the whole record; we keep the tag hash
+            if level > 0:
+                code = store_timestamp + delay_levels_ms[level - 1]
+    return code, keys, uniq
+
+
+def entry_from_meta(meta: RecordMeta, delay_levels_ms: tuple[int, ...]) -> DispatchEntry:
+    """The dispatch entry of a record read back from the log."""
+    code, keys, uniq = index_fields(
+        meta.topic, meta.properties, meta.store_timestamp, delay_levels_ms
+    )
+    return (
+        meta.topic,
+        meta.queue_id,
+        meta.physical_offset,
+        meta.size,
+        code,
+        meta.store_timestamp,
+        meta.queue_offset,
+        keys,
+        uniq,
+        meta.sys_flag,
+        meta.prepared_transaction_offset,
+    )

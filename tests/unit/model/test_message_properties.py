@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     merge_batch_properties,
     properties_to_string,
+    property_value,
     string_to_properties,
     transaction_type,
     with_transaction_type,
@@ -56,3 +60,19 @@ def test_transaction_bits() -> None:
     assert transaction_type(TRANSACTION_ROLLBACK_TYPE | 0x10) == TRANSACTION_ROLLBACK_TYPE
     flag = with_transaction_type(0x11 | TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE)
     assert flag == 0x11 | TRANSACTION_COMMIT_TYPE
+
+
+_PIECES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "a", "b b", "\x01", "\x02", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join), st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY"]))
+def test_property_value_agrees_with_the_full_parse(text: str, name: str) -> None:
+    assert property_value(text, name) == string_to_properties(text).get(name)
+
+
+def test_property_value_edge_cases() -> None:
+    assert property_value("TAGS\x01a\x02", "TAGS") == "a"
+    assert property_value("XTAGS\x01a\x02", "TAGS") is None
+    assert property_value("TAGS\x01a\x02TAGS\x01b", "TAGS") == "b"
+    assert property_value("TAGS\x01a\x02TAGS\x01\x02", "TAGS") == "a"  # empty value skipped

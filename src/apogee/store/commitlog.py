@@ -1,0 +1,442 @@
+"""The commit log: every message of every topic, appended in arrival order.
+
+Owns: appending single messages, batches and raw replicated bytes; assigning
+physical offsets and per topic-queue logical offsets (the topic-queue table);
+the blank end-of-file record; handing each appended record's dispatch facts
+to the dispatcher; reading bytes back. Imports: ``apogee.model``,
+``apogee.store.segment_queue``, ``apogee.store.dispatch``,
+``apogee.store.results``, ``apogee.store.config``, ``apogee.errors``,
+``apogee._util.clock``, stdlib.
+
+Invariants:
+- one writer at a time holds ``put_lock``; store timestamps and offsets are
+  assigned under it, so both grow with the offset;
+- a record never spans two segments: when a record plus 8 bytes does not fit
+  the rest of a segment, a blank record (int32 remaining, int32 0xCBD43194)
+  fills it and the record starts the next segment; a batch moves as a whole;
+- a segment's ``wrote`` moves only after the record bytes are complete, and
+  the hand-off entry is queued after that, so readers and the dispatcher
+  never see half a record;
+- PREPARED and ROLLBACK transaction records get queue offset 0 and do not
+  advance the topic-queue table (they never enter a consume queue).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from zlib_ng.zlib_ng import crc32
+
+from apogee._util.clock import Clock
+from apogee.errors import StoreError
+from apogee.model.message import (
+    BORNHOST_V6_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    StoreBatch,
+    StoreMessage,
+    merge_batch_properties,
+    property_value,
+)
+from apogee.model.message_codec import (
+    CRC_MASK,
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    MESSAGE_MAGIC_CODE_V1,
+    PROPERTIES_LENGTH,
+    SIZE_MAGIC,
+    BatchRecord,
+    encode_batch_records_into,
+    header_struct,
+    pack_host,
+    store_timestamp_at,
+    write_blank,
+)
+from apogee.model.topic import SCHEDULE_TOPIC
+from apogee.store.config import StoreConfig
+from apogee.store.dispatch import DispatchEntry, index_fields
+from apogee.store.results import PutResult, PutStatus
+from apogee.store.segment import Segment
+from apogee.store.segment_queue import SegmentQueue
+
+_HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_packed = pack_host  # module-level names are quicker to reach on the hot path
+_crc32 = crc32
+_HEADER_V4 = header_struct(False, False)
+_MAX_PROPS = MAX_PROPERTIES_LENGTH
+_pack_props_len = PROPERTIES_LENGTH.pack_into
+_pack_size_magic = SIZE_MAGIC.pack_into
+_NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
+
+# A batch ready to write: total bytes, the records, and per record its size,
+# tag code, keys and unique key (for the hand-off).
+_Prepared = tuple[int, list[BatchRecord], list[tuple[int, int, str | None, str | None]]]
+
+
+def _illegal(reason: str) -> PutResult:
+    return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)
+
+
+class CommitLog:
+    """Segments of ``<root>/commitlog`` plus the append and read logic."""
+
+    def __init__(self, config: StoreConfig, clock: Clock, *, readonly: bool = False) -> None:
+        self.config = config
+        self.clock = clock
+        self.queue = SegmentQueue(
+            config.commit_log_dir, config.mapped_file_size_commit_log_bytes, readonly=readonly
+        )
+        self.put_lock = threading.Lock()
+        #: (topic, queue id) -> next logical offset
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        #: records appended here and not yet taken by the dispatcher
+        self.handoff: deque[DispatchEntry] = deque()
+        #: store time of the newest appended record (for the checkpoint)
+        self.last_store_timestamp = 0
+        self.appended_msgs = 0
+        self._lock_begin_ms = 0
+        self._topic_fields: dict[str, bytes] = {}
+        self._max_body = config.max_message_size_bytes
+        self._max_record = min(
+            config.max_message_size_bytes + _EXTRA_RECORD_BYTES,
+            config.mapped_file_size_commit_log_bytes - END_FILE_MIN_BLANK_LENGTH,
+        )
+        self._delays = config.delay_levels_ms
+        self._busy_ms = config.os_page_cache_busy_timeout_ms
+        self._now = clock.now_ms
+        #: asked (from the writer) when the writer nears the end of the
+        #: prefaulted pages; the store points it at its allocator thread
+        self.on_prefault_due: Callable[[], None] | None = None
+        self.prefault_window = config.prefault_ahead_bytes
+        self._low_water = self.prefault_window // 2
+
+    # -- offsets -------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    def lock_held_ms(self) -> int:
+        """How long the current writer has held the put lock (0 when free)."""
+        begin = self._lock_begin_ms
+        return self.clock.now_ms() - begin if begin else 0
+
+    def is_page_cache_busy(self) -> bool:
+        """A writer has been stuck in the lock too long (RocketMQ isOSPageCacheBusy)."""
+        return self._lock_begin_ms != 0 and self.lock_held_ms() > self._busy_ms
+
+    @contextmanager
+    def hold_lock(self) -> Iterator[None]:
+        """Hold the put lock as a writer does (raw appends, truncation)."""
+        with self.put_lock:
+            self._lock_begin_ms = self.clock.now_ms()
+            try:
+                yield
+            finally:
+                self._lock_begin_ms = 0
+
+    def _topic_field(self, topic: str) -> bytes:
+        """The TOPIC field of ``topic``, cached; b"" when the name cannot be stored."""
+        field = self._topic_fields.get(topic)
+        if field is None:
+            data = topic.encode()
+            if len(data) > MAX_TOPIC_LENGTH_V1 or not data:
+                return b""
+            field = self._topic_fields[topic] = bytes((len(data),)) + data
+        return field
+
+    @property
+    def _last(self) -> Segment | None:
+        segs = self.queue.segments
+        return segs[-1] if segs else None
+
+    # -- appending -----------------------------------------------------------
+
+    # One long function on purpose: it runs once per message, and every call
+    # or attribute hop shows in the throughput (see bench/store.py).
+    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
+        """Append one message; see the module invariants."""
+        body = msg.body
+        topic = msg.topic
+        text = msg.properties
+        tfield = self._topic_fields.get(topic) or self._topic_field(topic)
+        props = text.encode()
+        born = _packed(msg.born_host)
+        store = _packed(msg.store_host)
+        blen = len(body)
+        tlen = len(tfield)
+        plen = len(props)
+        size = 74 + blen + tlen + plen + len(born) + len(store)
+        if (
+            size > self._max_record
+            or blen > self._max_body
+            or plen > MAX_PROPERTIES_LENGTH
+            or tlen < 2
+        ):
+            return self._refuse(msg, size, plen)
+        sys_flag = msg.sys_flag & ~_HOST_FLAGS
+        v4 = len(born) == 8 and len(store) == 8
+        if not v4:
+            if len(born) == 20:
+                sys_flag |= BORNHOST_V6_FLAG
+            if len(store) == 20:
+                sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        crc = _crc32(body) & CRC_MASK
+        code, keys, uniq = index_fields(topic, text, 0, ())
+        indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
+        qid = msg.queue_id
+        prepared = msg.prepared_transaction_offset
+        if self._lock_begin_ms and self.is_page_cache_busy():
+            return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
+        with self.put_lock:
+            self._lock_begin_ms = now = self._now()
+            seg = self._last
+            pos = seg.wrote if seg is not None else -1
+            if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+                try:
+                    seg, pos = self._room_for(size)
+                except StoreError as exc:
+                    self._lock_begin_ms = 0
+                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
+            phys = seg.start + pos
+            key = (topic, qid)
+            qoff = self.topic_queue_table.get(key, 0) if indexed else 0
+            # encode_record_into, inlined: this runs once per message
+            view = seg.view
+            header = _HEADER_V4 if v4 else header_struct(len(born) == 20, len(store) == 20)
+            # fmt: off
+            header.pack_into(view, pos + 8, crc, qid, msg.flag, qoff, phys, sys_flag,
+                             msg.born_timestamp, born, now, store, msg.reconsume_times, prepared,
+                             blen)
+            # fmt: on
+            p = pos + 8 + header.size
+            view[p : p + blen] = body
+            p += blen
+            view[p : p + tlen] = tfield
+            p += tlen
+            _pack_props_len(view, p, plen)
+            p += 2
+            view[p : p + plen] = props
+            _pack_size_magic(view, pos, size, MESSAGE_MAGIC_CODE_V1)
+            seg.wrote = pos + size
+            if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
+                self.on_prefault_due()
+            if indexed:
+                self.topic_queue_table[key] = qoff + 1
+            self.last_store_timestamp = now
+            self.appended_msgs += 1
+            if topic == SCHEDULE_TOPIC:
+                code = index_fields(topic, text, now, self._delays)[0]
+            self.handoff.append(
+                (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
+            )
+            self._lock_begin_ms = 0
+        return PutResult(PutStatus.PUT_OK, phys, size, qoff, 1, now, store)
+
+    def _refuse(self, msg: StoreMessage, size: int, props_len: int) -> PutResult:
+        """Why a message that failed the quick size checks cannot be stored."""
+        if len(msg.body) > self._max_body:
+            return _illegal(f"body is {len(msg.body)} bytes, the limit is {self._max_body}")
+        if not self._topic_field(msg.topic):
+            return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
+        if props_len > MAX_PROPERTIES_LENGTH:
+            return PutResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                reason=f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}",
+            )
+        return _illegal(f"record of {size} bytes exceeds {self._max_record}")
+
+    def _room_for(self, size: int) -> tuple[Segment, int]:
+        """Segment and position for ``size`` bytes, writing a blank and rolling if needed."""
+        segs = self.queue.segments
+        seg = segs[-1] if segs else self.queue.last_segment()
+        pos = seg.wrote
+        if size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+            if pos < seg.size:
+                write_blank(seg.view, pos, seg.size - pos)
+                seg.wrote = seg.size
+            seg = self.queue.roll()
+            pos = 0
+        return seg, pos
+
+    def append_batch(self, batch: StoreBatch) -> PutResult:
+        """Append a batch to one topic queue: consecutive offsets, one file, one lock."""
+        tfield = self._topic_field(batch.topic)
+        if not tfield:
+            return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
+        if batch.sys_flag & TRANSACTION_TYPE_MASK:
+            return _illegal("a batch cannot carry transaction messages")
+        delay = property_value(batch.properties, PROPERTY_DELAY_TIME_LEVEL) or "0"
+        if delay.strip() not in ("", "0"):
+            return _illegal("a batch cannot be delayed")
+        if not batch.items:
+            return _illegal("empty batch")
+        total_body = sum(len(item.body) + len(item.properties) + 22 for item in batch.items)
+        if total_body > self._max_body:
+            return _illegal(f"batch is {total_body} bytes, the limit is {self._max_body}")
+        born = pack_host(batch.born_host)
+        store = pack_host(batch.store_host)
+        sys_flag = batch.sys_flag & ~_HOST_FLAGS
+        if len(born) == 20:
+            sys_flag |= BORNHOST_V6_FLAG
+        if len(store) == 20:
+            sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        fixed = 74 + len(tfield) + len(born) + len(store)
+        prepared = self._prepare_batch(batch, fixed)
+        if isinstance(prepared, PutResult):
+            return prepared
+        return self._write_batch(
+            batch, prepared=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
+        )
+
+    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> _Prepared | PutResult:
+        """Encode what can be encoded outside the lock, item by item."""
+        extra = batch.properties
+        topic = batch.topic
+        records: list[BatchRecord] = []
+        index: list[tuple[int, int, str | None, str | None]] = []
+        total = 0
+        max_record = self._max_record
+        for flag, body, inner in batch.items:
+            text = merge_batch_properties(inner, extra) if extra else inner
+            props = text.encode()
+            size = fixed + len(body) + len(props)
+            if size > max_record or len(props) > MAX_PROPERTIES_LENGTH:
+                if len(props) > MAX_PROPERTIES_LENGTH:
+                    return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
+                return _illegal(f"batch item of {size} bytes exceeds {max_record}")
+            code, keys, uniq = index_fields(topic, text, 0, ())
+            total += size
+            records.append((flag, body, props, _crc32(body) & CRC_MASK))
+            index.append((size, code, keys, uniq))
+        if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
+            return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
+        return total, records, index
+
+    def _write_batch(
+        self,
+        batch: StoreBatch,
+        *,
+        prepared: _Prepared,
+        tfield: bytes,
+        born: bytes,
+        store: bytes,
+        sys_flag: int,
+    ) -> PutResult:
+        total, records, index = prepared
+        topic = batch.topic
+        qid = batch.queue_id
+        key = (topic, qid)
+        with self.put_lock:
+            now = self.clock.now_ms()
+            self._lock_begin_ms = now
+            try:
+                seg, pos = self._room_for(total)
+            except StoreError as exc:
+                self._lock_begin_ms = 0
+                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
+            first = self.topic_queue_table.get(key, 0)
+            offsets = encode_batch_records_into(
+                seg.view, pos, seg.start, queue_id=qid, first_queue_offset=first,
+                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born,
+                store_timestamp=now, store_host=store, reconsume_times=batch.reconsume_times,
+                topic_field=tfield, records=records,
+            )  # fmt: skip
+            seg.wrote = pos + total
+            self.handoff.extend(
+                [
+                    (topic, qid, phys, size, code, now, first + i, keys, uniq, sys_flag, 0)
+                    for i, (phys, (size, code, keys, uniq)) in enumerate(
+                        zip(offsets, index, strict=True)
+                    )
+                ]
+            )
+            self.topic_queue_table[key] = first + len(offsets)
+            self.last_store_timestamp = now
+            self.appended_msgs += len(offsets)
+            if pos + total > seg.prefaulted - self._low_water and self.on_prefault_due:
+                self.on_prefault_due()
+            self._lock_begin_ms = 0
+        return PutResult(
+            PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
+        )
+
+    def append_data(self, offset: int, data: bytes | memoryview) -> bool:
+        """Append raw log bytes at ``offset`` (a slave copying its master).
+
+        Returns False unless ``offset`` is exactly the current end of the log.
+        The dispatcher finds these records by parsing the log.
+        """
+        view = memoryview(data)
+        with self.hold_lock():
+            if self.queue.segments:
+                if offset != self.max_offset:
+                    return False
+            elif offset % self.queue.segment_size:
+                return False  # an empty log starts at a segment boundary
+            done = 0
+            while done < len(view):
+                segs = self.queue.segments
+                seg = segs[-1] if segs else self.queue.last_segment(offset)
+                if seg.is_full():
+                    seg = self.queue.roll()
+                n = min(seg.remaining(), len(view) - done)
+                seg.view[seg.wrote : seg.wrote + n] = view[done : done + n]
+                seg.wrote += n
+                done += n
+        return True
+
+    # -- reading -------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> memoryview | None:
+        """A view of ``size`` written bytes at ``offset``; None if not all there."""
+        seg = self.queue.locate(offset)
+        if seg is None:
+            return None
+        pos = offset - seg.start
+        if size < 0 or pos + size > seg.wrote:
+            return None
+        try:
+            return seg.view[pos : pos + size]
+        except ValueError:  # the segment was unmapped under us (retention)
+            return None
+
+    def read_record(self, offset: int) -> memoryview | None:
+        """The whole record starting at ``offset`` (its size read from the record)."""
+        head = self.read(offset, 4)
+        if head is None:
+            return None
+        size = int.from_bytes(head, "big", signed=True)
+        head.release()
+        if size <= 0:
+            return None
+        return self.read(offset, size)
+
+    def store_timestamp(self, offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``offset``; -1 if it cannot be read."""
+        view = self.read(offset, size)
+        if view is None or size < 91:
+            return -1
+        try:
+            return store_timestamp_at(view, 0)
+        finally:
+            view.release()
+
+    def load(self) -> None:
+        self.queue.load()
+
+    def close(self) -> None:
+        self.queue.close()

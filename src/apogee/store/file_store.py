@@ -1,0 +1,425 @@
+"""FileMessageStore: the commit log, consume queues and their services, composed.
+
+Owns: opening a store directory (lock, load, recover, abort file), the
+put/get/query surface of ``interface.MessageStore`` and the services the
+broker starts and stops. Business logic lives in the parts: commitlog,
+consume_queue, reput, reads, recovery, retention, flush. Imports:
+``apogee.store.*``, ``apogee.model``, ``apogee._util``, ``apogee.errors``,
+stdlib.
+
+Lifecycle: ``open`` -> ``start`` (services) -> puts/gets -> ``close`` (stop
+services, dispatch and flush everything, remove the abort file). A store
+that was not closed leaves its abort file behind, and the next ``open``
+recovers abnormally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.fileio import fsync_dir
+from apogee.errors import ProtocolError, StoreError
+from apogee.model.message import MessageExt, StoreBatch, StoreMessage
+from apogee.model.message_codec import decode_record
+from apogee.store.checkpoint import Checkpoint
+from apogee.store.commitlog import CommitLog
+from apogee.store.config import BrokerRole, FlushDiskType, StoreConfig
+from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.dispatch import Dispatcher
+from apogee.store.flush import (
+    CallService,
+    CommitLogFlushService,
+    ConsumeQueueFlushService,
+    GroupCommitService,
+    ServiceThread,
+)
+from apogee.store.interface import ArrivalListener, IndexHook
+from apogee.store.reads import ReadLimits, get_messages
+from apogee.store.recovery import RecoveryReport, recover
+from apogee.store.reput import Reput
+from apogee.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryMessageResult
+from apogee.store.retention import Cleaner, CleanReport, DiskUsage, system_disk_usage
+
+
+class FileMessageStore:
+    """A RocketMQ-format message store in one directory."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        dispatchers: Sequence[Dispatcher] = (),
+        index: IndexHook | None = None,
+        arrival: ArrivalListener | None = None,
+        disk_usage: DiskUsage = system_disk_usage,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.index = index
+        root = config.store_path_root_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock_store(root)
+        self.commit_log = CommitLog(config, clock)
+        self.queues = ConsumeQueueTable(
+            config.consume_queue_dir, config.mapped_file_size_consume_queue_bytes
+        )
+        extra = [*dispatchers, *([index] if index is not None else [])]
+        self.reput = Reput(self.commit_log, self.queues, extra, arrival)
+        self.checkpoint = Checkpoint(config.checkpoint_path)
+        self.cleaner = Cleaner(config, disk_usage)
+        self.limits = ReadLimits.from_config(config)
+        self.recovery: RecoveryReport | None = None
+        self.closed = False
+        self.stats = {"put_failed": 0, "get_found": 0, "get_miss": 0, "get_transferred_msgs": 0}
+        self._writable = config.broker_role is not BrokerRole.SLAVE
+        self.group_commit: GroupCommitService | None = None
+        self.services: list[ServiceThread] = self._make_services()
+        self._dispatcher: CallService | None = None
+        self._wake_dispatch: Callable[[], None] | None = None
+
+    @classmethod
+    def open(cls, config: StoreConfig, **kwargs: Any) -> FileMessageStore:
+        """Lock, load and recover the store at ``config.store_path_root_dir``.
+
+        Keyword arguments are those of the constructor.
+        """
+        store = cls(config, **kwargs)
+        try:
+            store._load()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _load(self) -> None:
+        config = self.config
+        last_exit_ok = not config.abort_path.exists()
+        self.commit_log.load()
+        self.queues.load()
+        if self.index is not None:
+            self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+        self.recovery = recover(
+            self.commit_log,
+            self.queues,
+            self.reput,
+            self.checkpoint,
+            last_exit_ok=last_exit_ok,
+            index_safe=config.message_index_safe and self.index is not None,
+            torn_dir=config.torn_dir,
+            now_ms=self.clock.now_ms(),
+        )
+        config.abort_path.write_text(str(os.getpid()))
+        fsync_dir(config.store_path_root_dir)
+
+    # -- services ----------------------------------------------------------
+
+    def _make_services(self) -> list[ServiceThread]:
+        config = self.config
+        queue = self.commit_log.queue
+        flusher: ServiceThread
+        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            flusher = self.group_commit = GroupCommitService(
+                queue.flush, lambda: queue.flushed_offset, self._physic_flushed, self.clock,
+                timeout_ms=config.sync_flush_timeout_ms,
+            )  # fmt: skip
+        else:
+            flusher = CommitLogFlushService(
+                queue.flush, self._physic_flushed, self.clock,
+                interval_ms=config.flush_interval_commit_log_ms,
+                least_pages=config.flush_commit_log_least_pages,
+                thorough_interval_ms=config.flush_commit_log_thorough_interval_ms,
+            )  # fmt: skip
+        cq_flusher = ConsumeQueueFlushService(
+            self._flush_logics, self.clock,
+            interval_ms=config.flush_interval_consume_queue_ms,
+            thorough_interval_ms=config.flush_consume_queue_thorough_interval_ms,
+        )  # fmt: skip
+        window = config.prefault_ahead_bytes
+
+        def allocate() -> None:
+            queue.prefault_ahead(window)
+            queue.prepare_next(window)
+
+        allocator = CallService("apogee-allocate", allocate, 1.0)
+        queue.on_roll = allocator.wakeup
+        if window:
+            self.commit_log.on_prefault_due = allocator.wakeup
+        return [flusher, cq_flusher, allocator]
+
+    def start(self, *, dispatch_thread: bool = False) -> None:
+        """Start flushing and preallocation threads.
+
+        Dispatch is the broker's to drive with ``dispatch_step``, unless
+        ``dispatch_thread`` asks for a thread that drains it, woken by puts.
+        """
+        if dispatch_thread and self._dispatcher is None:
+            self._dispatcher = CallService("apogee-reput", self._drain, 0.001)
+            self.services.append(self._dispatcher)
+            self._wake_dispatch = self._dispatcher.wakeup
+        for service in self.services:
+            service.start()
+
+    def _drain(self) -> None:
+        while self.reput.step(4096):
+            pass
+
+    def set_arrival_listener(self, listener: ArrivalListener | None) -> None:
+        """Who hears about each message entering a consume queue (long polling)."""
+        self.reput.arrival = listener
+
+    def _physic_flushed(self) -> None:
+        self.checkpoint.advance(physic=self.commit_log.last_store_timestamp)
+
+    def _flush_logics(self, thorough: bool) -> None:
+        stamp = self.reput.last_store_timestamp  # read before: the flush covers it
+        self.queues.flush(0 if thorough else self.config.flush_consume_queue_least_pages)
+        index_stamp = self.index.flush() if self.index is not None else 0
+        self.checkpoint.advance(logics=stamp, index=index_stamp)
+        self.checkpoint.flush()
+
+    # -- writes ------------------------------------------------------------
+
+    def _unwritable(self) -> str:
+        if self.closed:
+            return "the store is shut down"
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return "the store is a slave"
+        if self.cleaner.disk_full:
+            return "the disk is full"
+        return ""
+
+    def put(self, msg: StoreMessage) -> PutResult:
+        if self._writable:
+            result = self.commit_log.append(msg)
+            if result.status is PutStatus.PUT_OK:
+                if self._wake_dispatch is not None:
+                    self._wake_dispatch()
+                return result
+        else:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
+        self.stats["put_failed"] += 1
+        return result
+
+    def put_batch(self, batch: StoreBatch) -> PutResult:
+        if self._writable:
+            result = self.commit_log.append_batch(batch)
+            if result.status is PutStatus.PUT_OK:
+                if self._wake_dispatch is not None:
+                    self._wake_dispatch()
+                return result
+        else:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
+        self.stats["put_failed"] += 1
+        return result
+
+    def flush_future(self, result: PutResult) -> Future[PutStatus]:
+        """Completes PUT_OK once ``result``'s bytes are flushed (SYNC_FLUSH), else at once."""
+        fut: Future[PutStatus]
+        if self.group_commit is None or not result.status.is_stored:
+            fut = Future()
+            fut.set_result(result.status)
+            return fut
+        return self.group_commit.request(result.end_offset)
+
+    def append_data(self, offset: int, data: bytes | memoryview) -> bool:
+        """Raw commit-log bytes from a master (a slave's only way to write)."""
+        done = not self.closed and self.commit_log.append_data(offset, data)
+        if done and self._wake_dispatch is not None:
+            self._wake_dispatch()
+        return done
+
+    # -- steps -------------------------------------------------------------
+
+    def dispatch_step(self, max_records: int = 1024) -> int:
+        return self.reput.step(max_records)
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind_bytes()
+
+    def clean_step(self) -> CleanReport:
+        """One retention pass at the clock's time and local hour."""
+        now = self.clock.now_ms()
+        hook = [self.index.delete_files_below] if self.index is not None else []
+        report = self.cleaner.step(
+            self.commit_log, self.queues, hook, now_ms=now, hour=time.localtime(now / 1000).tm_hour
+        )
+        self._writable = not self._unwritable()
+        return report
+
+    def trigger_delete_files(self) -> None:
+        self.cleaner.request_manual_delete()
+
+    # -- reads -------------------------------------------------------------
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        max_bytes: int | None = None,
+        tag_filter: Collection[int] | None = None,
+        group: str | None = None,
+    ) -> GetResult:
+        """Read one queue from logical ``offset`` (``group`` is for statistics only)."""
+        result = get_messages(
+            self.commit_log, self.queues.get(topic, queue_id), offset, max_count, self.limits,
+            max_bytes=max_bytes, tag_filter=tag_filter,
+        )  # fmt: skip
+        if result.status is GetStatus.FOUND:
+            self.stats["get_found"] += 1
+            self.stats["get_transferred_msgs"] += len(result.messages)
+        else:
+            self.stats["get_miss"] += 1
+        return result
+
+    def read_message(self, commit_log_offset: int, size: int | None = None) -> memoryview | None:
+        """The raw record at a physical offset (VIEW_MESSAGE_BY_ID), or None."""
+        if size is None:
+            return self.commit_log.read_record(commit_log_offset)
+        return self.commit_log.read(commit_log_offset, size)
+
+    def look_message(self, commit_log_offset: int) -> MessageExt | None:
+        view = self.read_message(commit_log_offset)
+        if view is None:
+            return None
+        try:
+            return decode_record(view)
+        except ProtocolError:
+            return None
+        finally:
+            view.release()
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    ) -> QueryMessageResult:
+        """Records found through the index by key (QUERY_MESSAGE)."""
+        if self.index is None:
+            return QueryMessageResult([], 0, 0)
+        found = self.index.query(topic, key, max_num, begin_ts, end_ts)
+        views = [v for off in found.phy_offsets if (v := self.read_message(off)) is not None]
+        return QueryMessageResult(
+            views, found.index_last_update_timestamp, found.index_last_update_phy_offset
+        )
+
+    # -- offsets and times ---------------------------------------------------
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset if cq is not None else -1
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(
+            timestamp_ms, self.commit_log.store_timestamp, self.commit_log.min_offset
+        )
+
+    def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        unit = cq.unit_at(offset) if cq is not None else None
+        return -1 if unit is None else self.commit_log.store_timestamp(unit[0], unit[1])
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return -1 if cq is None else self.message_store_time(topic, queue_id, cq.min_offset)
+
+    def commit_log_min_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    def commit_log_max_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    # -- topics and figures ----------------------------------------------------
+
+    def topics(self) -> dict[str, list[int]]:
+        return self.queues.topics()
+
+    def delete_topics(self, topics: Collection[str]) -> int:
+        """Delete the consume queues of ``topics`` (their records age out of the log)."""
+        removed = 0
+        for topic in topics:
+            removed += self.queues.delete_topic(topic)
+            table = self.commit_log.topic_queue_table
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+        return removed
+
+    def runtime_stats(self) -> dict[str, int]:
+        return {
+            **self.stats,
+            "put_ok": self.commit_log.appended_msgs,
+            "commit_log_min_offset": self.commit_log.min_offset,
+            "commit_log_max_offset": self.commit_log.max_offset,
+            "commit_log_flushed_offset": self.commit_log.queue.flushed_offset,
+            "dispatch_behind_bytes": self.reput.behind_bytes(),
+            "dispatched_records": self.reput.dispatched_count,
+            "consume_queues": len(self.queues.queues),
+            "disk_full": int(self.cleaner.disk_full),
+            "put_lock_held_ms": self.commit_log.lock_held_ms(),
+        }
+
+    # -- shutdown ------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop services, dispatch and flush everything, and mark a clean exit."""
+        if self.closed:
+            return
+        self.closed = True
+        self._writable = False
+        for service in self.services:
+            service.stop()
+        while self.reput.step(4096):
+            pass
+        self.commit_log.queue.flush(0)
+        self._physic_flushed()
+        if self.group_commit is not None:
+            self.group_commit.run_once()
+            self.group_commit.fail_all()
+        self._flush_logics(True)
+        clean = self.reput.behind_bytes() == 0
+        self._release()
+        if clean:
+            with contextlib.suppress(FileNotFoundError):
+                self.config.abort_path.unlink()
+
+    def _release(self) -> None:
+        self.commit_log.close()
+        self.queues.close()
+        self.checkpoint.close()
+        if self.index is not None:
+            self.index.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> FileMessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lock_store(root: os.PathLike[str]) -> int:
+    """Hold ``<root>/lock`` exclusively so two processes never share a store."""
+    fd = os.open(os.path.join(root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreError(f"store {root} is in use by another process") from None
+    return fd

@@ -1,0 +1,214 @@
+"""One fixed-size, preallocated, memory-mapped file of a log.
+
+Owns: creating, mapping, syncing, zeroing and deleting one segment file; the
+file name is the segment's 20-digit zero-padded start offset. Knows nothing
+about messages. Imports: ``apogee.errors``, stdlib.
+
+Invariants:
+- the file is ``size`` bytes long and its blocks are allocated up front
+  (``posix_fallocate``), so a full disk shows at creation and never as a
+  SIGBUS on a later write into the mapping;
+- ``wrote`` (bytes appended) never decreases except through ``truncate_to``;
+  ``flushed <= wrote``;
+- data is made durable with ``fdatasync`` on the file, which releases the GIL
+  (``mmap.flush`` holds it) and covers pages dirtied through the mapping;
+- a segment whose memory is still exported (readers hold memoryviews) cannot
+  be unmapped; ``close`` then reports False and the owner retries later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import sys
+from pathlib import Path
+
+from apogee.errors import StoreCorruptionError, StoreError
+
+NAME_DIGITS = 20
+_ZERO_CHUNK = bytes(1 << 20)
+MADV_POPULATE_WRITE = 23  # Linux 5.14+; the mmap module does not name it
+# Whether the kernel takes MADV_POPULATE_WRITE; cleared at the first refusal.
+_POPULATE = {"ok": sys.platform == "linux"}
+
+
+def segment_name(start: int) -> str:
+    """File name of the segment starting at ``start`` (RocketMQ offset2FileName)."""
+    return f"{start:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Start offset encoded in ``name``, or None if it is not a segment name."""
+    if len(name) != NAME_DIGITS or not name.isdigit():
+        return None
+    return int(name)
+
+
+class Segment:
+    """A mapped file holding bytes ``[start, start + size)`` of a log."""
+
+    __slots__ = (
+        "_fd",
+        "_map",
+        "flushed",
+        "path",
+        "prefaulted",
+        "readonly",
+        "size",
+        "start",
+        "view",
+        "wrote",
+    )
+
+    def __init__(
+        self, path: Path, start: int, size: int, *, create: bool, readonly: bool = False
+    ) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.readonly = readonly
+        self.wrote = 0
+        self.flushed = 0
+        self.prefaulted = 0  # bytes from the start whose pages are mapped writable
+        flags = os.O_RDONLY if readonly else os.O_RDWR
+        if create:
+            flags |= os.O_CREAT | os.O_EXCL
+        try:
+            self._fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open segment {path}: {exc}") from exc
+        try:
+            self._prepare_length(create)
+            access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE
+            self._map = mmap.mmap(self._fd, size, access=access)
+        except BaseException:
+            os.close(self._fd)
+            if create:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self.view = memoryview(self._map)
+
+    def _prepare_length(self, create: bool) -> None:
+        length = os.fstat(self._fd).st_size
+        if create:
+            _allocate(self._fd, self.size)
+        elif length > self.size:
+            raise StoreCorruptionError(
+                f"segment {self.path} is {length} bytes, larger than the configured {self.size}"
+            )
+        elif length < self.size:
+            # A file cut short (a crash while it was being created, or an
+            # operator's truncate) keeps its bytes; the rest reads as zeros.
+            if self.readonly:
+                raise StoreCorruptionError(
+                    f"segment {self.path} is {length} bytes, expected {self.size}"
+                )
+            _allocate(self._fd, self.size)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    def is_full(self) -> bool:
+        return self.wrote >= self.size
+
+    def sync(self) -> None:
+        """Make everything written through the mapping durable."""
+        os.fdatasync(self._fd)
+
+    def prefault(self, end: int) -> bool:
+        """Map pages up to ``end`` writable now, in one system call.
+
+        A page fault taken by the writer costs microseconds (much more inside
+        a VM); populating a range in the kernel costs a fraction of that per
+        page. Returns False when the kernel cannot (then callers stop asking).
+        The pages become dirty zeros, so a flush may write them once early.
+        """
+        end = min(self.size, end)
+        begin = self.prefaulted
+        if end <= begin or not _POPULATE["ok"]:
+            return _POPULATE["ok"]
+        try:
+            self._map.madvise(MADV_POPULATE_WRITE, begin, end - begin)
+        except (OSError, ValueError):
+            _POPULATE["ok"] = False
+            return False
+        self.prefaulted = end
+        return True
+
+    def fill_zero(self, begin: int, end: int) -> None:
+        """Zero bytes ``[begin, end)`` (positions inside the segment)."""
+        pos = begin
+        while pos < end:
+            n = min(len(_ZERO_CHUNK), end - pos)
+            self._map[pos : pos + n] = _ZERO_CHUNK[:n]
+            pos += n
+
+    def nonzero_end(self, begin: int) -> int:
+        """End of the last non-zero byte at or after ``begin`` (``begin`` if none)."""
+        last = begin
+        pos = begin
+        step = len(_ZERO_CHUNK)
+        while pos < self.size:
+            n = min(step, self.size - pos)
+            chunk = self.view[pos : pos + n]
+            if chunk != _ZERO_CHUNK[:n]:
+                last = pos + len(bytes(chunk).rstrip(b"\0"))
+            chunk.release()
+            pos += n
+        return last
+
+    def truncate_to(self, pos: int, *, zero: bool = True) -> None:
+        """Forget everything from ``pos`` on and zero those bytes.
+
+        ``zero=False`` skips the zeroing (and the scan for non-zero bytes it
+        needs) when the caller knows the tail is already clean.
+        """
+        if zero:
+            end = self.nonzero_end(pos)
+            if end > pos:
+                self.fill_zero(pos, end)
+        self.wrote = pos
+        self.flushed = min(self.flushed, pos)
+
+    def close(self) -> bool:
+        """Unmap and close; False (and still mapped) while readers hold views."""
+        if self._fd < 0:
+            return True
+        try:
+            self.view.release()
+            self._map.close()
+        except BufferError:
+            return False
+        os.close(self._fd)
+        self._fd = -1
+        return True
+
+    def is_closed(self) -> bool:
+        return self._fd < 0
+
+    def delete(self) -> bool:
+        """Remove the file; the mapping goes once no reader holds it (see close)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        return self.close()
+
+
+def _allocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, size)  # file systems without fallocate
+        else:
+            raise StoreError(f"cannot allocate {size} bytes: {exc}", code=None) from exc

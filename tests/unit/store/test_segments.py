@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from apogee.errors import StoreCorruptionError
+from apogee.store.segment import Segment, parse_segment_name, segment_name
+from apogee.store.segment_queue import SegmentQueue
+
+SIZE = 1024
+
+
+def fill(q: SegmentQueue, n: int, byte: int = 0xAB) -> None:
+    """Append n bytes, rolling when a segment is full."""
+    seg = q.last_segment()
+    while n > 0:
+        if seg.is_full():
+            seg = q.roll()
+        k = min(n, seg.remaining())
+        seg.view[seg.wrote : seg.wrote + k] = bytes([byte]) * k
+        seg.wrote += k
+        n -= k
+
+
+def test_names_are_20_digit_offsets() -> None:
+    assert segment_name(0) == "00000000000000000000"
+    assert segment_name(1073741824) == "00000000001073741824"
+    assert parse_segment_name("00000000001073741824") == 1073741824
+    assert parse_segment_name("abc") is None
+    assert parse_segment_name("0000000000107374182x") is None
+
+
+def test_segment_is_preallocated_and_closes(tmp_path: Path) -> None:
+    seg = Segment(tmp_path / segment_name(0), 0, SIZE, create=True)
+    assert os.path.getsize(seg.path) == SIZE
+    assert seg.remaining() == SIZE
+    assert seg.close()
+    assert seg.is_closed()
+
+
+def test_roll_and_locate(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 2 * SIZE + 10)
+    assert [s.start for s in q.segments] == [0, SIZE, 2 * SIZE]
+    assert q.max_offset == 2 * SIZE + 10
+    located = q.locate(SIZE + 5)
+    assert located is not None and located.start == SIZE
+    assert q.locate(3 * SIZE) is None
+    assert q.locate(-1) is None
+    q.close()
+
+
+def test_first_segment_can_start_mid_way(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    seg = q.last_segment(start_if_empty=5 * SIZE + 100)
+    assert seg.start == 5 * SIZE
+    assert q.min_offset == 5 * SIZE
+    assert q.locate(5 * SIZE + 1) is seg
+    assert q.locate(SIZE) is None
+    q.close()
+
+
+def test_load_restores_order_and_rejects_gaps(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 3 * SIZE)
+    q.close()
+    loaded = SegmentQueue(tmp_path, SIZE)
+    loaded.load()
+    assert [s.start for s in loaded.segments] == [0, SIZE, 2 * SIZE]
+    loaded.close()
+
+    (tmp_path / segment_name(SIZE)).unlink()
+    gap = SegmentQueue(tmp_path, SIZE)
+    with pytest.raises(StoreCorruptionError, match="gap"):
+        gap.load()
+    gap.close()
+
+
+def test_load_rejects_a_file_larger_than_configured(tmp_path: Path) -> None:
+    (tmp_path / segment_name(0)).write_bytes(bytes(SIZE + 1))
+    q = SegmentQueue(tmp_path, SIZE)
+    with pytest.raises(StoreCorruptionError, match="larger"):
+        q.load()
+    q.close()
+
+
+def test_short_file_is_extended_keeping_its_bytes(tmp_path: Path) -> None:
+    (tmp_path / segment_name(0)).write_bytes(b"\x01\x02\x03")
+    q = SegmentQueue(tmp_path, SIZE)
+    q.load()
+    seg = q.segments[0]
+    assert bytes(seg.view[:4]) == b"\x01\x02\x03\x00"
+    assert os.path.getsize(seg.path) == SIZE
+    q.close()
+
+
+def test_truncate_zeroes_the_tail_and_deletes_later_files(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 2 * SIZE + 500)
+    q.truncate(SIZE + 100)
+    assert [s.start for s in q.segments] == [0, SIZE]
+    assert q.max_offset == SIZE + 100
+    assert not (tmp_path / segment_name(2 * SIZE)).exists()
+    seg = q.segments[1]
+    assert bytes(seg.view[99:101]) == b"\xab\x00"
+    assert seg.nonzero_end(0) == 100
+    q.close()
+
+
+def test_delete_first_never_removes_the_last(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 3 * SIZE)
+    gone = q.delete_first(10)
+    assert [s.start for s in gone] == [0, SIZE]
+    assert q.min_offset == 2 * SIZE
+    assert sorted(p.name for p in tmp_path.iterdir()) == [segment_name(2 * SIZE)]
+    q.close()
+
+
+def test_deleted_segment_stays_mapped_while_a_reader_holds_a_view(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 2 * SIZE)
+    view = q.segments[0].view[0:10]
+    q.delete_first(1)
+    assert not (tmp_path / segment_name(0)).exists()
+    assert bytes(view) == b"\xab" * 10  # still readable
+    assert q.reap() == 1
+    view.release()
+    assert q.reap() == 0
+    q.close()
+
+
+def test_roll_takes_the_preallocated_segment(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    rolls: list[int] = []
+    q.on_roll = lambda: rolls.append(1)
+    fill(q, SIZE)
+    assert q.prepare_next()
+    assert not q.prepare_next()  # already there
+    spare_path = tmp_path / segment_name(SIZE)
+    assert spare_path.exists()
+    inode = spare_path.stat().st_ino
+    seg = q.roll()
+    assert seg.start == SIZE and seg.path.stat().st_ino == inode
+    assert rolls == [1]
+    q.close()
+
+
+def test_close_deletes_an_unused_spare(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 10)
+    q.prepare_next()
+    q.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [segment_name(0)]
+
+
+def test_flush_honours_least_pages(tmp_path: Path) -> None:
+    q = SegmentQueue(tmp_path, 64 * 1024)
+    fill(q, 4096)
+    assert q.flush(least_pages=4) == 0
+    assert q.flush(least_pages=1) == 4096
+    assert q.flushed_offset == 4096
+    fill(q, 10)
+    assert q.flush() == 4106
+    q.close()
