@@ -80,8 +80,12 @@ def json_option(fn: F) -> F:
 
 
 def fail(message: str) -> click.ClickException:
-    """The exception that ends a command with ``Error: message`` and exit code 1."""
-    return click.ClickException(message)
+    """The exception that ends a command with ``Error: message`` and exit code 1.
+
+    Whitespace runs (a broker remark may hold newlines) become single spaces,
+    so the message stays on one line.
+    """
+    return click.ClickException(" ".join(message.split()))
 
 
 def run_admin(
