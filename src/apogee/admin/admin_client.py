@@ -23,13 +23,26 @@ from types import TracebackType
 
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
-from apogee.errors import ApogeeError, BrokerResponseError, ClientError, RemotingError
+from apogee.errors import (
+    ApogeeError,
+    BrokerResponseError,
+    ClientError,
+    RemotingError,
+    TopicNotExistError,
+)
 from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import Message, MessageExt
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import PullStatus, SendResult
-from apogee.model.route import BrokerData, QueueData, TopicRouteData, readable, writeable
+from apogee.model.route import (
+    MASTER_ID,
+    BrokerData,
+    QueueData,
+    TopicRouteData,
+    readable,
+    writeable,
+)
 from apogee.model.stats import ConsumeStats, TopicStatsTable
 from apogee.model.topic import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -83,12 +96,15 @@ def _masters(route: TopicRouteData) -> dict[str, str]:
     }
 
 
-def _broker_addr(broker: BrokerData) -> str:
-    """The master, else any slave (RocketMQ's BrokerData.selectBrokerAddr)."""
-    addr = broker.master_addr()
-    if addr is not None:
-        return addr
-    return broker.broker_addrs[min(broker.broker_addrs)]
+def _broker_addrs(route: TopicRouteData) -> list[str]:
+    """One address per broker of the route: the master, else its first slave
+    (RocketMQ's BrokerData.selectBrokerAddr)."""
+    out = []
+    for broker in route.broker_datas:
+        addrs = broker.broker_addrs
+        if addrs:
+            out.append(addrs.get(MASTER_ID) or addrs[min(addrs)])
+    return out
 
 
 def _msg_id_addr(host: str, port: int) -> str:
@@ -229,7 +245,7 @@ class AdminClient:
         """Min/max offset and last update of every queue, across the topic's brokers."""
         route = await self.namesrv.get_route(topic)
         tables = await asyncio.gather(
-            *(self.broker.get_topic_stats(_broker_addr(b), topic) for b in route.broker_datas)
+            *(self.broker.get_topic_stats(addr, topic) for addr in _broker_addrs(route))
         )
         merged = TopicStatsTable()
         for table in tables:
@@ -262,15 +278,12 @@ class AdminClient:
             try:
                 route = await self.namesrv.get_route(name)
                 break
-            except BrokerResponseError:
+            except TopicNotExistError:
                 if i == len(candidates) - 1:
                     raise
         assert route is not None
         parts = await asyncio.gather(
-            *(
-                self.broker.get_consume_stats(_broker_addr(b), group, topic)
-                for b in route.broker_datas
-            )
+            *(self.broker.get_consume_stats(addr, group, topic) for addr in _broker_addrs(route))
         )
         merged = ConsumeStats()
         for part in parts:
@@ -322,7 +335,7 @@ class AdminClient:
         found = await asyncio.gather(
             *(
                 self.broker.query_message(
-                    _broker_addr(b),
+                    addr,
                     topic,
                     key,
                     max_num=max_num,
@@ -330,7 +343,7 @@ class AdminClient:
                     end_ms=end_ms,
                     unique_key=unique_key,
                 )
-                for b in route.broker_datas
+                for addr in _broker_addrs(route)
             )
         )
         messages = [m for part in found for m in part]
