@@ -18,3 +18,23 @@ ADMIN_COMMANDS["store-verify"] = "apogee.admin.inspect:store_verify"
 @click.group(cls=LazyGroup, lazy_commands=ADMIN_COMMANDS)
 def admin() -> None:
     """Administer a cluster (mqadmin command names and flags)."""
+
+
+# mqadmin's sub-commands, under mqadmin's names so operators' habits carry over
+ADMIN_COMMANDS.update(
+    {
+        "updateTopic": "apogee.admin.cli.topic:update_topic",
+        "deleteTopic": "apogee.admin.cli.topic:delete_topic",
+        "topicList": "apogee.admin.cli.topic:topic_list",
+        "topicRoute": "apogee.admin.cli.topic:topic_route",
+        "topicStatus": "apogee.admin.cli.topic:topic_status",
+        "clusterList": "apogee.admin.cli.cluster:cluster_list",
+        "brokerStatus": "apogee.admin.cli.cluster:broker_status",
+        "updateSubGroup": "apogee.admin.cli.group:update_sub_group",
+        "consumerProgress": "apogee.admin.cli.group:consumer_progress",
+        "queryMsgById": "apogee.admin.cli.message:query_msg_by_id",
+        "queryMsgByKey": "apogee.admin.cli.message:query_msg_by_key",
+        "sendMessage": "apogee.admin.cli.message:send_message",
+        "consumeMessage": "apogee.admin.cli.message:consume_message",
+    }
+)

@@ -1,0 +1,98 @@
+"""mqadmin's cluster commands: clusterList and brokerStatus.
+
+Owns: their flags and output, and which runtime-info keys clusterList shows.
+Imports: click, ``apogee.admin``.
+
+clusterList shows a broker even when its runtime info cannot be read (the
+name server still lists it): its figures are "-" and ``--json`` carries the
+reason in ``error``, as mqadmin prints zeros rather than failing.
+"""
+
+from __future__ import annotations
+
+import click
+
+from apogee.admin.admin_client import AdminClient, BrokerSummary
+from apogee.admin.cli._common import (
+    admin_command,
+    emit_json,
+    fail,
+    print_lines,
+    print_table,
+    run_admin,
+    table,
+)
+
+# runtime-info key -> column, in mqadmin clusterList's order
+_FIGURES = {
+    "brokerVersionDesc": "#Version",
+    "putTps": "#InTPS",
+    "getTransferedTps": "#OutTPS",
+    "pageCacheLockTimeMills": "#PCWait(ms)",
+    "commitLogDiskRatio": "#SPACE",
+}
+
+
+def _first_number(text: str | None) -> str:
+    """RocketMQ's TPS figures are "10.0 9.5 9.8" (10 s, 1 min, 10 min): show the first."""
+    if not text:
+        return "-"
+    return text.split(" ")[0]
+
+
+def _summary_json(b: BrokerSummary) -> dict[str, object]:
+    doc: dict[str, object] = {
+        "cluster": b.cluster,
+        "brokerName": b.broker_name,
+        "brokerId": b.broker_id,
+        "addr": b.addr,
+        "version": b.runtime.get("brokerVersionDesc"),
+        "inTps": _first_number(b.runtime.get("putTps")),
+        "outTps": _first_number(b.runtime.get("getTransferedTps")),
+    }
+    if b.error is not None:
+        doc["error"] = b.error
+    return doc
+
+
+@admin_command("clusterList")
+def cluster_list(*, namesrv: str, as_json: bool) -> None:
+    """List every broker of every cluster, with a few runtime figures."""
+    brokers = run_admin(namesrv, AdminClient.cluster_list)
+    if as_json:
+        emit_json({"brokers": [_summary_json(b) for b in brokers]})
+        return
+    t = table("#Cluster Name", "#Broker Name", "#BID", "#Addr", *_FIGURES.values())
+    for b in brokers:
+        figures = [
+            _first_number(b.runtime.get(key)) if key.endswith("Tps") else b.runtime.get(key, "-")
+            for key in _FIGURES
+        ]
+        t.add_row(b.cluster, b.broker_name, str(b.broker_id), b.addr, *figures)
+    print_table(t)
+    print_lines([f"{b.addr}: no runtime figures: {b.error}" for b in brokers if b.error])
+
+
+@admin_command("brokerStatus")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster.")
+def broker_status(
+    *, namesrv: str, as_json: bool, broker_addr: str | None, cluster: str | None
+) -> None:
+    """Show a broker's runtime figures (put/get TPS, offsets, disk ratios, ...)."""
+    if not broker_addr and not cluster:
+        raise fail("brokerStatus needs -b broker address or -c cluster name")
+
+    async def act(admin: AdminClient) -> dict[str, dict[str, str]]:
+        addrs = [broker_addr] if broker_addr else await admin.master_addrs(cluster or "")
+        return {addr: await admin.broker_status(addr) for addr in addrs}
+
+    tables = run_admin(namesrv, act)
+    if as_json:
+        emit_json(tables[broker_addr] if broker_addr else tables)
+        return
+    for addr, kv in tables.items():
+        t = table("#Key", "#Value", title=None if broker_addr else f"broker {addr}")
+        for key in sorted(kv):
+            t.add_row(key, kv[key])
+        print_table(t)

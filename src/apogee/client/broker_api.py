@@ -1,0 +1,563 @@
+"""Typed calls to one broker, addressed by "host:port".
+
+Owns: BrokerApi, one coroutine per broker request a producer, consumer or
+admin tool makes: send, pull, offsets, message lookups, client management,
+locks, transactions, topic and group administration, runtime figures.
+Imports: zlib, ``apogee.codes``, ``apogee.errors``, ``apogee.model``,
+``apogee.protocol``, ``apogee.remoting``, ``apogee._util.clock``,
+``apogee.client.uniq_key``.
+
+Rules:
+* A non-success response code raises ``error_for_code(code, remark)``, except
+  where the code is an expected outcome: the pull statuses (19, 20, 21), the
+  stored-but-not-synced send codes (10, 11, 12), and QUERY_NOT_FOUND for a
+  consumer offset (None) or a key query (no messages).
+* Sends use SEND_MESSAGE_V2 (one-letter header fields) and SEND_BATCH_MESSAGE
+  for batches, and give every message a UNIQ_KEY if it has none, setting it
+  on the caller's Message as the Java client does, so a retry keeps its id.
+* Decoded messages have zlib-compressed bodies inflated; bodies compressed
+  with LZ4 or ZSTD (5.x producers) are handed over as stored, with the
+  COMPRESSED bit still set in ``sys_flag``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Iterable, Sequence
+
+from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee.client.uniq_key import new_uniq_key
+from apogee.codes import RequestCode, ResponseCode
+from apogee.errors import ClientError, ProtocolError, error_for_code
+from apogee.model.client import HeartbeatData, MessageQueue
+from apogee.model.group import SubscriptionGroupConfig
+from apogee.model.message import (
+    COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    COMPRESSION_ZLIB,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+    MessageExt,
+    properties_to_string,
+)
+from apogee.model.message_codec import decode_record, encode_batch, iter_records
+from apogee.model.results import PullResult, PullStatus, SendResult, SendStatus
+from apogee.model.stats import ConsumerConnection, ConsumeStats, TopicStatsTable
+from apogee.model.subscription import SubscriptionData
+from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, TopicConfig
+from apogee.protocol import admin_bodies, bodies
+from apogee.protocol import headers as h
+from apogee.protocol.command import RemotingCommand
+from apogee.remoting.client import RemotingClient
+
+#: Queues a topic gets when a send auto-creates it from TBW102 (Java producer default).
+DEFAULT_TOPIC_QUEUE_NUMS = 4
+
+# Pull sysFlag bits (RocketMQ PullSysFlag).
+PULL_COMMIT_OFFSET = 0x1
+PULL_SUSPEND = 0x2
+PULL_SUBSCRIPTION = 0x4
+PULL_CLASS_FILTER = 0x8
+
+_SEND_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+_PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+def inflate(msg: MessageExt) -> MessageExt:
+    """``msg`` with a zlib-compressed body inflated and the COMPRESSED bit cleared."""
+    if not msg.sys_flag & COMPRESSED_FLAG:
+        return msg
+    kind = msg.sys_flag & COMPRESSION_TYPE_MASK
+    if kind not in (0, COMPRESSION_ZLIB):  # 0: before 5.x every compressed body was zlib
+        return msg
+    try:
+        body = zlib.decompress(msg.body)
+    except zlib.error as exc:
+        raise ProtocolError(f"message {msg.msg_id}: compressed body does not inflate") from exc
+    flags = msg.sys_flag & ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
+    return dataclasses.replace(msg, body=body, sys_flag=flags)
+
+
+def decode_messages(body: bytes) -> list[MessageExt]:
+    """The records of a pull or query response body, bodies inflated."""
+    return [inflate(m) for m in iter_records(body)]
+
+
+def _ensure_uniq_key(msg: Message, now: int) -> str:
+    key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if not key:
+        key = msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = new_uniq_key(now)
+    return key
+
+
+class BrokerApi:
+    def __init__(
+        self,
+        remoting: RemotingClient,
+        *,
+        timeout_s: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.remoting = remoting
+        self.timeout_s = timeout_s
+        self.clock = clock
+
+    async def _call(
+        self,
+        addr: str,
+        code: int,
+        header: h.ExtHeader | dict[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        ok: Iterable[int] = (ResponseCode.SUCCESS,),
+        timeout_s: float | None = None,
+    ) -> RemotingCommand:
+        ext = header.to_ext() if isinstance(header, h.ExtHeader) else header
+        request = RemotingCommand.request(code, ext, body)
+        response = await self.remoting.invoke(addr, request, timeout_s or self.timeout_s)
+        if response.code not in ok:
+            raise error_for_code(response.code, response.remark)
+        return response
+
+    async def _oneway(
+        self, addr: str, code: int, header: h.ExtHeader | None, body: bytes = b""
+    ) -> None:
+        ext = header.to_ext() if header is not None else None
+        await self.remoting.invoke_oneway(addr, RemotingCommand.oneway(code, ext, body))
+
+    # -- send ---------------------------------------------------------------------
+
+    async def send(
+        self,
+        addr: str,
+        broker_name: str,
+        msg: Message,
+        *,
+        queue_id: int,
+        producer_group: str,
+        sys_flag: int = 0,
+        reconsume_times: int | None = None,
+        max_reconsume_times: int | None = None,
+        default_topic: str = AUTO_CREATE_TOPIC_KEY,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Send one message to queue ``queue_id`` of the broker at ``addr``."""
+        born = self.clock.now_ms()
+        uniq = _ensure_uniq_key(msg, born)
+        header = h.SendMessageRequestHeader(
+            producer_group=producer_group,
+            topic=msg.topic,
+            default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=born,
+            flag=msg.flag,
+            properties=properties_to_string(msg.properties),
+            reconsume_times=reconsume_times,
+            max_reconsume_times=max_reconsume_times,
+        )
+        return await self._send(
+            addr,
+            broker_name,
+            RequestCode.SEND_MESSAGE_V2,
+            header,
+            body=msg.body,
+            uniq=uniq,
+            timeout_s=timeout_s,
+        )
+
+    async def send_batch(
+        self,
+        addr: str,
+        broker_name: str,
+        messages: Sequence[Message],
+        *,
+        queue_id: int,
+        producer_group: str,
+        default_topic: str = AUTO_CREATE_TOPIC_KEY,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one batch; they get consecutive offsets."""
+        if not messages:
+            raise ClientError("a batch needs at least one message")
+        topic = messages[0].topic
+        if any(m.topic != topic for m in messages):
+            raise ClientError("every message of a batch must have the same topic")
+        born = self.clock.now_ms()
+        uniq = ",".join(_ensure_uniq_key(m, born) for m in messages)
+        header = h.SendMessageRequestHeader(
+            producer_group=producer_group,
+            topic=topic,
+            default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums,
+            queue_id=queue_id,
+            sys_flag=0,
+            born_timestamp=born,
+            flag=0,
+            properties="",
+            batch=True,
+        )
+        body = encode_batch(messages)
+        return await self._send(
+            addr,
+            broker_name,
+            RequestCode.SEND_BATCH_MESSAGE,
+            header,
+            body=body,
+            uniq=uniq,
+            timeout_s=timeout_s,
+        )
+
+    async def _send(
+        self,
+        addr: str,
+        broker_name: str,
+        code: int,
+        header: h.SendMessageRequestHeader,
+        *,
+        body: bytes,
+        uniq: str,
+        timeout_s: float | None,
+    ) -> SendResult:
+        request = RemotingCommand.request(code, header.to_ext_v2(), body)
+        response = await self.remoting.invoke(addr, request, timeout_s or self.timeout_s)
+        status = _SEND_STATUS.get(response.code)
+        if status is None:
+            raise error_for_code(response.code, response.remark)
+        answer = h.SendMessageResponseHeader.from_ext(response.ext_fields)
+        return SendResult(
+            status=status,
+            message_queue=MessageQueue(header.topic, broker_name, answer.queue_id),
+            queue_offset=answer.queue_offset,
+            offset_msg_id=answer.msg_id,
+            msg_id=uniq,
+            transaction_id=answer.transaction_id,
+            region_id=answer.msg_region,
+        )
+
+    # -- pull -----------------------------------------------------------------------
+
+    async def pull(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        expression: str | None = "*",
+        sub_version: int = 0,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        timeout_s: float | None = None,
+    ) -> PullResult:
+        """Pull up to ``max_nums`` messages from ``offset``.
+
+        ``expression`` (a TAG expression) is sent with the pull; None relies on
+        the subscription the group registered by heartbeat. ``commit_offset``
+        rides along as the group's new committed offset. With
+        ``suspend_timeout_ms`` > 0 the broker may hold the pull that long
+        waiting for messages (long polling); the network timeout grows by it.
+        """
+        sys_flag = PULL_SUBSCRIPTION if expression is not None else 0
+        if commit_offset is not None:
+            sys_flag |= PULL_COMMIT_OFFSET
+        if suspend_timeout_ms > 0:
+            sys_flag |= PULL_SUSPEND
+        header = h.PullMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset or 0,
+            suspend_timeout_millis=suspend_timeout_ms,
+            sub_version=sub_version,
+            subscription=expression,
+            expression_type="TAG" if expression is not None else None,
+        )
+        wait = (timeout_s or self.timeout_s or self.remoting.config.request_timeout_s) + (
+            suspend_timeout_ms / 1000
+        )
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        response = await self.remoting.invoke(addr, request, wait)
+        if response.code not in _PULL_STATUS:
+            raise error_for_code(response.code, response.remark)
+        answer = h.PullMessageResponseHeader.from_ext(response.ext_fields)
+        status = _PULL_STATUS[response.code]
+        messages: list[MessageExt] = []
+        if status is PullStatus.FOUND:
+            messages = decode_messages(response.body_bytes())
+            if expression is not None:
+                # the broker filters on tag hashes; equal hashes of other tags pass it
+                sub = SubscriptionData.build(topic, expression)
+                messages = [m for m in messages if sub.matches_tag(m.tags)]
+        return PullResult(
+            status=status,
+            next_begin_offset=answer.next_begin_offset,
+            min_offset=answer.min_offset,
+            max_offset=answer.max_offset,
+            suggest_which_broker_id=answer.suggest_which_broker_id,
+            messages=messages,
+        )
+
+    # -- offsets ----------------------------------------------------------------------
+
+    async def query_consumer_offset(
+        self, addr: str, group: str, topic: str, queue_id: int
+    ) -> int | None:
+        """The group's committed offset of the queue; None when it has none."""
+        response = await self._call(
+            addr,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            h.QueryConsumerOffsetRequestHeader(group, topic, queue_id),
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return h.QueryConsumerOffsetResponseHeader.from_ext(response.ext_fields).offset
+
+    async def update_consumer_offset(
+        self, addr: str, group: str, topic: str, queue_id: int, offset: int, *, oneway: bool = False
+    ) -> None:
+        header = h.UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
+        if oneway:
+            await self._oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        else:
+            await self._call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+
+    async def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        """The queue's next offset to be written (exclusive end)."""
+        response = await self._call(
+            addr, RequestCode.GET_MAX_OFFSET, h.GetMaxOffsetRequestHeader(topic, queue_id)
+        )
+        return h.GetMaxOffsetResponseHeader.from_ext(response.ext_fields).offset
+
+    async def get_min_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        response = await self._call(
+            addr, RequestCode.GET_MIN_OFFSET, h.GetMinOffsetRequestHeader(topic, queue_id)
+        )
+        return h.GetMinOffsetResponseHeader.from_ext(response.ext_fields).offset
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The queue offset of the message stored closest to ``timestamp_ms``."""
+        response = await self._call(
+            addr,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            h.SearchOffsetRequestHeader(topic, queue_id, timestamp_ms),
+        )
+        return h.SearchOffsetResponseHeader.from_ext(response.ext_fields).offset
+
+    async def get_earliest_msg_store_time(self, addr: str, topic: str, queue_id: int) -> int:
+        response = await self._call(
+            addr,
+            RequestCode.GET_EARLIEST_MSG_STORETIME,
+            h.GetEarliestMsgStoretimeRequestHeader(topic, queue_id),
+        )
+        return h.GetEarliestMsgStoretimeResponseHeader.from_ext(response.ext_fields).timestamp
+
+    # -- message lookups ----------------------------------------------------------------
+
+    async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
+        """The message stored at ``commit_log_offset`` (from an offset msgId)."""
+        response = await self._call(
+            addr, RequestCode.VIEW_MESSAGE_BY_ID, h.ViewMessageRequestHeader(commit_log_offset)
+        )
+        return inflate(decode_record(response.body_bytes()))
+
+    async def query_message(
+        self,
+        addr: str,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 64,
+        begin_ms: int = 0,
+        end_ms: int = 2**63 - 1,
+        unique_key: bool = False,
+    ) -> list[MessageExt]:
+        """Messages indexed under ``key`` (a KEYS token, or the UNIQ_KEY when ``unique_key``)."""
+        ext = h.QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms).to_ext()
+        if unique_key:
+            ext[_UNIQUE_KEY_QUERY] = "true"
+        response = await self._call(
+            addr,
+            RequestCode.QUERY_MESSAGE,
+            ext,
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return []
+        found = decode_messages(response.body_bytes())
+        # the index matches on key hashes; drop the collisions
+        if unique_key:
+            return [m for m in found if m.topic == topic and m.uniq_key == key]
+        return [m for m in found if m.topic == topic and key in (m.keys or "").split(" ")]
+
+    # -- client management ---------------------------------------------------------------
+
+    async def heartbeat(self, addr: str, heartbeat: HeartbeatData) -> None:
+        await self._call(addr, RequestCode.HEART_BEAT, body=bodies.encode_heartbeat(heartbeat))
+
+    async def unregister_client(
+        self,
+        addr: str,
+        client_id: str,
+        *,
+        producer_group: str | None = None,
+        consumer_group: str | None = None,
+    ) -> None:
+        header = h.UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
+        await self._call(addr, RequestCode.UNREGISTER_CLIENT, header)
+
+    async def get_consumer_ids(self, addr: str, group: str) -> list[str]:
+        """Client ids of the group's live consumers on this broker."""
+        response = await self._call(
+            addr,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            h.GetConsumerListByGroupRequestHeader(group),
+        )
+        return bodies.decode_consumer_id_list(response.body_bytes())
+
+    async def lock_batch(
+        self, addr: str, request: bodies.LockBatchRequestBody
+    ) -> tuple[MessageQueue, ...]:
+        """Lock queues for orderly consumption; returns those now held by the client."""
+        body = bodies.encode_lock_batch_request(request)
+        response = await self._call(addr, RequestCode.LOCK_BATCH_MQ, body=body)
+        return bodies.decode_lock_batch_response(response.body_bytes())
+
+    async def unlock_batch(
+        self, addr: str, request: bodies.LockBatchRequestBody, *, oneway: bool = False
+    ) -> None:
+        body = bodies.encode_lock_batch_request(request)
+        if oneway:
+            await self._oneway(addr, RequestCode.UNLOCK_BATCH_MQ, None, body)
+        else:
+            await self._call(addr, RequestCode.UNLOCK_BATCH_MQ, body=body)
+
+    async def send_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        group: str,
+        delay_level: int = 0,
+        *,
+        max_reconsume_times: int | None = None,
+    ) -> None:
+        """Hand a message the consumer failed on back to the broker for retry.
+
+        Delay level 0 lets the broker pick 3 + reconsume times; a negative one
+        sends the message straight to the dead-letter queue.
+        """
+        header = h.ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset,
+            group=group,
+            delay_level=delay_level,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic,
+            max_reconsume_times=max_reconsume_times,
+        )
+        await self._call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+
+    async def end_transaction(
+        self,
+        addr: str,
+        header: h.EndTransactionRequestHeader,
+        *,
+        remark: str | None = None,
+        oneway: bool = True,
+    ) -> None:
+        """Commit or roll back a half message (oneway, as the Java producer sends it)."""
+        request_type = RemotingCommand.oneway if oneway else RemotingCommand.request
+        request = request_type(RequestCode.END_TRANSACTION, header.to_ext())
+        request.remark = remark
+        if oneway:
+            await self.remoting.invoke_oneway(addr, request)
+            return
+        response = await self.remoting.invoke(addr, request, self.timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark)
+
+    # -- topic and group administration ------------------------------------------------------
+
+    async def create_topic(
+        self, addr: str, config: TopicConfig, *, default_topic: str = AUTO_CREATE_TOPIC_KEY
+    ) -> None:
+        """Create or update the topic on this broker (it then registers with the name servers)."""
+        header = h.CreateTopicRequestHeader(
+            topic=config.topic_name,
+            default_topic=default_topic,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        )
+        await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    async def delete_topic(self, addr: str, topic: str) -> None:
+        await self._call(
+            addr, RequestCode.DELETE_TOPIC_IN_BROKER, h.DeleteTopicRequestHeader(topic)
+        )
+
+    async def get_all_topic_config(self, addr: str) -> bodies.TopicConfigWrapper:
+        response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        return bodies.decode_topic_config_wrapper(response.body_bytes())
+
+    async def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
+        body = admin_bodies.encode_subscription_group(config)
+        await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+
+    async def delete_subscription_group(
+        self, addr: str, group: str, *, clean_offset: bool = False
+    ) -> None:
+        # 4.x brokers read removeOffset, 5.x cleanOffset: send both
+        header = h.DeleteSubscriptionGroupRequestHeader(group, clean_offset, clean_offset)
+        await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+
+    # -- runtime figures ------------------------------------------------------------------
+
+    async def get_broker_runtime_info(self, addr: str) -> dict[str, str]:
+        response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return bodies.decode_kv_table(response.body_bytes())
+
+    async def get_topic_stats(self, addr: str, topic: str) -> TopicStatsTable:
+        response = await self._call(
+            addr, RequestCode.GET_TOPIC_STATS_INFO, h.GetTopicStatsInfoRequestHeader(topic)
+        )
+        return admin_bodies.decode_topic_stats_table(response.body_bytes())
+
+    async def get_consume_stats(
+        self, addr: str, group: str, topic: str | None = None
+    ) -> ConsumeStats:
+        response = await self._call(
+            addr, RequestCode.GET_CONSUME_STATS, h.GetConsumeStatsRequestHeader(group, topic)
+        )
+        return admin_bodies.decode_consume_stats(response.body_bytes())
+
+    async def get_consumer_connections(self, addr: str, group: str) -> ConsumerConnection:
+        response = await self._call(
+            addr,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            h.GetConsumerConnectionListRequestHeader(group),
+        )
+        return admin_bodies.decode_consumer_connection(response.body_bytes())

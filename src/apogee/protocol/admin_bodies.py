@@ -1,0 +1,259 @@
+"""JSON bodies of the admin requests <-> model values.
+
+Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection
+and SubscriptionGroupConfig (the broker runtime info is a plain KVTable,
+``bodies.encode_kv_table``). Imports: orjson, ``apogee.codes``,
+``apogee.errors``, ``apogee.model``, ``apogee.protocol.bodies``.
+
+Same rules as ``bodies``: standard JSON out with sorted keys, tolerant in,
+ProtocolError naming the bad field. ``Map<MessageQueue, V>`` fields are the
+tricky part: fastjson writes the MessageQueue object itself as the map key,
+which is not JSON. We write the key as a *string* holding the queue's JSON
+text (``"{\\"brokerName\\":\\"b\\",\\"queueId\\":0,\\"topic\\":\\"t\\"}"``): a strict
+parser accepts it, and fastjson (1.2.66 and later, RocketMQ 4.9 ships 1.2.69)
+parses a string key of a bean-typed map as that bean's JSON. On input both
+that form and fastjson's bare object keys are accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from apogee.codes import LanguageCode
+from apogee.errors import ProtocolError
+from apogee.model.client import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue
+from apogee.model.group import SubscriptionGroupConfig
+from apogee.model.stats import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from apogee.protocol.bodies import (
+    _bool,
+    _dict,
+    _enum,
+    _get,
+    _int,
+    _list,
+    _load_object,
+    _str,
+    decode_mq_table,
+    mq_to_json,
+    subscription_from_json,
+    subscription_to_json,
+)
+
+Data = bytes | bytearray | memoryview | str
+
+
+def mq_key(mq: MessageQueue) -> str:
+    """A MessageQueue as a standard-JSON map key (see the module docstring)."""
+    return orjson.dumps(mq_to_json(mq)).decode()
+
+
+def _float(obj: Any, key: str, default: float = 0.0) -> float:
+    value = _get(obj, key, default)
+    if isinstance(value, bool):
+        raise ProtocolError(f"body field {key!r} is not a number: {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"body field {key!r} is not a number: {value!r}") from None
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+# -- TopicStatsTable ------------------------------------------------------------
+
+
+def encode_topic_stats_table(table: TopicStatsTable) -> bytes:
+    offsets = table.offset_table
+    return _dumps(
+        {
+            "offsetTable": {
+                mq_key(mq): {
+                    "lastUpdateTimestamp": offsets[mq].last_update_timestamp,
+                    "maxOffset": offsets[mq].max_offset,
+                    "minOffset": offsets[mq].min_offset,
+                }
+                for mq in sorted(offsets)
+            }
+        }
+    )
+
+
+def decode_topic_stats_table(data: Data) -> TopicStatsTable:
+    obj = _load_object(data, "TopicStatsTable")
+    return TopicStatsTable(
+        {
+            mq: TopicOffset(
+                min_offset=_int(value, "minOffset", 0),
+                max_offset=_int(value, "maxOffset", 0),
+                last_update_timestamp=_int(value, "lastUpdateTimestamp", 0),
+            )
+            for mq, value in decode_mq_table(obj).items()
+        }
+    )
+
+
+# -- ConsumeStats ---------------------------------------------------------------
+
+
+def encode_consume_stats(stats: ConsumeStats) -> bytes:
+    offsets = stats.offset_table
+    return _dumps(
+        {
+            "consumeTps": float(stats.consume_tps),
+            "offsetTable": {
+                mq_key(mq): {
+                    "brokerOffset": offsets[mq].broker_offset,
+                    "consumerOffset": offsets[mq].consumer_offset,
+                    "lastTimestamp": offsets[mq].last_timestamp,
+                }
+                for mq in sorted(offsets)
+            },
+        }
+    )
+
+
+def decode_consume_stats(data: Data) -> ConsumeStats:
+    obj = _load_object(data, "ConsumeStats")
+    table = {
+        mq: OffsetWrapper(
+            broker_offset=_int(value, "brokerOffset", 0),
+            consumer_offset=_int(value, "consumerOffset", 0),
+            last_timestamp=_int(value, "lastTimestamp", 0),
+        )
+        for mq, value in decode_mq_table(obj).items()
+    }
+    return ConsumeStats(table, _float(obj, "consumeTps"))
+
+
+# -- ConsumerConnection -----------------------------------------------------------
+
+
+def connection_to_json(c: Connection) -> dict[str, Any]:
+    return {
+        "clientAddr": c.client_addr,
+        "clientId": c.client_id,
+        "language": c.language.name,
+        "version": c.version,
+    }
+
+
+def connection_from_json(obj: Any) -> Connection:
+    return Connection(
+        client_id=_str(obj, "clientId"),
+        client_addr=_str(obj, "clientAddr", ""),
+        language=_enum(LanguageCode, obj, "language", LanguageCode.OTHER),
+        version=_int(obj, "version", 0),
+    )
+
+
+def encode_consumer_connection(cc: ConsumerConnection) -> bytes:
+    obj: dict[str, Any] = {
+        "connectionSet": [
+            connection_to_json(c) for c in sorted(cc.connections, key=lambda c: c.client_id)
+        ],
+        "subscriptionTable": {
+            topic: subscription_to_json(cc.subscription_table[topic])
+            for topic in sorted(cc.subscription_table)
+        },
+    }
+    # fastjson leaves null enums out; so do we.
+    if cc.consume_type is not None:
+        obj["consumeType"] = cc.consume_type.name
+    if cc.message_model is not None:
+        obj["messageModel"] = cc.message_model.name
+    if cc.consume_from_where is not None:
+        obj["consumeFromWhere"] = cc.consume_from_where.name
+    return _dumps(obj)
+
+
+def _opt_enum(enum: Any, obj: Any, key: str) -> Any:
+    if _get(obj, key, None) is None:
+        return None
+    return _enum(enum, obj, key, None)
+
+
+def decode_consumer_connection(data: Data) -> ConsumerConnection:
+    obj = _load_object(data, "ConsumerConnection")
+    return ConsumerConnection(
+        connections=tuple(connection_from_json(c) for c in _list(obj, "connectionSet")),
+        subscription_table={
+            str(topic): subscription_from_json(sub)
+            for topic, sub in _dict(obj, "subscriptionTable").items()
+        },
+        consume_type=_opt_enum(ConsumeType, obj, "consumeType"),
+        message_model=_opt_enum(MessageModel, obj, "messageModel"),
+        consume_from_where=_opt_enum(ConsumeFromWhere, obj, "consumeFromWhere"),
+    )
+
+
+# -- SubscriptionGroupConfig ------------------------------------------------------
+
+
+def subscription_group_to_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
+    return {
+        "attributes": dict(g.attributes),
+        "brokerId": g.broker_id,
+        "consumeBroadcastEnable": g.consume_broadcast_enable,
+        "consumeEnable": g.consume_enable,
+        "consumeFromMinEnable": g.consume_from_min_enable,
+        "consumeMessageOrderly": g.consume_message_orderly,
+        "consumeTimeoutMinute": g.consume_timeout_minute,
+        "groupName": g.group_name,
+        "groupSysFlag": g.group_sys_flag,
+        "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+        "retryMaxTimes": g.retry_max_times,
+        "retryQueueNums": g.retry_queue_nums,
+        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+    }
+
+
+def subscription_group_from_json(obj: Any) -> SubscriptionGroupConfig:
+    """Missing fields take RocketMQ's defaults; 5.x's retry policy and
+    subscription set are not modelled and are ignored."""
+    defaults = SubscriptionGroupConfig("")
+    attributes = _dict(obj, "attributes")
+    return SubscriptionGroupConfig(
+        group_name=_str(obj, "groupName"),
+        consume_enable=_bool(obj, "consumeEnable", defaults.consume_enable),
+        consume_from_min_enable=_bool(
+            obj, "consumeFromMinEnable", defaults.consume_from_min_enable
+        ),
+        consume_broadcast_enable=_bool(
+            obj, "consumeBroadcastEnable", defaults.consume_broadcast_enable
+        ),
+        retry_queue_nums=_int(obj, "retryQueueNums", defaults.retry_queue_nums),
+        retry_max_times=_int(obj, "retryMaxTimes", defaults.retry_max_times),
+        broker_id=_int(obj, "brokerId", defaults.broker_id),
+        which_broker_when_consume_slowly=_int(
+            obj, "whichBrokerWhenConsumeSlowly", defaults.which_broker_when_consume_slowly
+        ),
+        notify_consumer_ids_changed_enable=_bool(
+            obj, "notifyConsumerIdsChangedEnable", defaults.notify_consumer_ids_changed_enable
+        ),
+        consume_message_orderly=_bool(
+            obj, "consumeMessageOrderly", defaults.consume_message_orderly
+        ),
+        group_sys_flag=_int(obj, "groupSysFlag", defaults.group_sys_flag),
+        consume_timeout_minute=_int(obj, "consumeTimeoutMinute", defaults.consume_timeout_minute),
+        attributes={str(k): str(v) for k, v in attributes.items()},
+    )
+
+
+def encode_subscription_group(g: SubscriptionGroupConfig) -> bytes:
+    """Body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP."""
+    return _dumps(subscription_group_to_json(g))
+
+
+def decode_subscription_group(data: Data) -> SubscriptionGroupConfig:
+    return subscription_group_from_json(_load_object(data, "SubscriptionGroupConfig"))
