@@ -334,6 +334,15 @@ class FileMessageStore:
         unit = cq.unit_at(offset) if cq is not None else None
         return -1 if unit is None else self.commit_log.store_timestamp(unit[0], unit[1])
 
+    def queue_unit(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
+        """(commit-log offset, size, tag code) of one consume-queue unit, or None.
+
+        For SCHEDULE_TOPIC_XXXX the tag code is the delivery time, which is what
+        the delayed-message service reads without touching the record itself.
+        """
+        cq = self.queues.get(topic, queue_id)
+        return cq.unit_at(offset) if cq is not None and offset >= 0 else None
+
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get(topic, queue_id)
         return -1 if cq is None else self.message_store_time(topic, queue_id, cq.min_offset)

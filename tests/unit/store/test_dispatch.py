@@ -158,3 +158,22 @@ def test_index_fields_agree_with_the_full_property_parse(text: str) -> None:
     tags = props.get("TAGS")
     expected = (java_string_hash(tags) if tags else 0, props.get("KEYS"), props.get("UNIQ_KEY"))
     assert index_fields("T", text, 0, ()) == expected
+
+
+def test_queue_unit_gives_the_delivery_time_of_a_delayed_record(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with FileMessageStore.open(small_config(tmp_path), clock=clock) as store:
+        put = store.put(message(topic="SCHEDULE_TOPIC_XXXX", queue_id=1, extra={"DELAY": "2"}))
+        store.put(message(topic="T", tags="a"))
+        store.dispatch_step()
+        assert store.queue_unit("SCHEDULE_TOPIC_XXXX", 1, 0) == (
+            put.wrote_offset,
+            put.wrote_bytes,
+            clock.now_ms() + store.config.delay_levels_ms[1],
+        )
+        plain = store.queue_unit("T", 0, 0)
+        assert plain is not None
+        assert (plain[0], plain[2]) == (put.end_offset, java_string_hash("a"))
+        missing = [("SCHEDULE_TOPIC_XXXX", 1, 1), ("SCHEDULE_TOPIC_XXXX", 1, -1), ("T", 3, 0)]
+        for topic, queue_id, offset in [*missing, ("Nope", 0, 0)]:
+            assert store.queue_unit(topic, queue_id, offset) is None
