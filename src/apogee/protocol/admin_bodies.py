@@ -1,7 +1,7 @@
 """JSON bodies of the admin requests <-> model values.
 
-Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection
-and SubscriptionGroupConfig (the broker runtime info is a plain KVTable,
+Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection,
+ProducerConnection and SubscriptionGroupConfig (the broker runtime info is a plain KVTable,
 ``bodies.encode_kv_table``). Imports: orjson, ``apogee.codes``,
 ``apogee.errors``, ``apogee.model``, ``apogee.protocol.bodies``.
 
@@ -17,6 +17,7 @@ that form and fastjson's bare object keys are accepted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -195,6 +196,20 @@ def decode_consumer_connection(data: Data) -> ConsumerConnection:
         message_model=_opt_enum(MessageModel, obj, "messageModel"),
         consume_from_where=_opt_enum(ConsumeFromWhere, obj, "consumeFromWhere"),
     )
+
+
+# -- ProducerConnection -----------------------------------------------------------
+
+
+def encode_producer_connection(connections: Iterable[Connection]) -> bytes:
+    """Body of GET_PRODUCER_CONNECTION_LIST: ``{"connectionSet": [...]}``."""
+    ordered = sorted(connections, key=lambda c: (c.client_id, c.client_addr))
+    return _dumps({"connectionSet": [connection_to_json(c) for c in ordered]})
+
+
+def decode_producer_connection(data: Data) -> tuple[Connection, ...]:
+    obj = _load_object(data, "ProducerConnection")
+    return tuple(connection_from_json(c) for c in _list(obj, "connectionSet"))
 
 
 # -- SubscriptionGroupConfig ------------------------------------------------------
