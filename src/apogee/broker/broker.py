@@ -3,18 +3,20 @@
 Owns: building the store, managers, handlers and services from a
 BrokerConfig, and starting and stopping them in order. No business logic:
 every rule lives in the part that owns it. Imports: ``apogee.broker.*``,
-``apogee.store`` (this is the one module that builds a FileMessageStore),
+``apogee.store`` (the store is built by ``wiring.open_store``),
 ``apogee.remoting``, ``apogee._util``.
 
 Start: managers load ``<store>/config/*.json``; the listening socket is
 bound first, so the address written into every record is known; the store
-opens and recovers (off the loop); handlers are registered; the server
-starts; background services start; the broker registers with the name
-servers. Stop: no more registrations; parked pulls are answered;
-SYNC_FLUSH sends waiting for the disk are answered; the server stops
-(answers in flight are flushed); services stop; the broker unregisters;
-configs and offsets are written; the store is flushed and closed (its abort
-file removed).
+opens and recovers (off the loop); handlers are built (``wiring``) and
+registered; the server starts; background services (offset persistence,
+client expiry, cleaning, statistics, delayed delivery) start; the broker
+registers with the name servers. Stop: no more registrations; parked pulls
+are answered; SYNC_FLUSH sends waiting for the disk are answered; the
+server stops (answers in flight are flushed); delayed delivery and the
+other services stop; the broker unregisters; configs and offsets (consumer
+and delay) are written; the store is flushed and closed (its abort file
+removed).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
@@ -29,34 +32,30 @@ from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
-from apogee.broker.handlers import BrokerHandlers
-from apogee.broker.handlers.consumer import (
-    ConsumerListHandler,
-    HeartbeatHandler,
-    QueryConsumerOffsetHandler,
-    UnregisterClientHandler,
-    UpdateConsumerOffsetHandler,
-)
-from apogee.broker.handlers.pull import PullHandler, PullSettings
-from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
-from apogee.broker.handlers.send import SendHandler, SendSettings
+from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
-from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar, RegistrationService
+from apogee.broker.registration import RegistrationService
+from apogee.broker.runtime_stats import BrokerStats
+from apogee.broker.schedule_service import (
+    DelayOffsetTable,
+    ScheduleMessageService,
+    ScheduleSettings,
+)
 from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask
 from apogee.broker.topics import TopicConfigManager, TopicDefaults
+from apogee.broker.wiring import BrokerParts, build_handlers, open_store, registrar_for
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
-from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
-from apogee.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 CLEAN_INTERVAL_S = 10.0
+STATS_SAMPLE_INTERVAL_S = 1.0
 STOP_DRAIN_S = 3.0
 
 
@@ -72,6 +71,8 @@ class Broker:
             clock, auto_create=config.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetManager()
+        self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
+        self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
         self.holds = PullHoldService()
         self.to_clients = Broker2Client()
@@ -89,11 +90,13 @@ class Broker:
         )
         self.namesrv_client = RemotingClient(ClientConfig())
         self.store: FileMessageStore | None = None
+        self.schedule: ScheduleMessageService | None = None
+        self.stats: BrokerStats | None = None
         self.address = ""
         self._tasks: list[PeriodicTask] = []
         self._dispatch: DispatchDriver | None = None
         self._registration: RegistrationService | None = None
-        self._send: SendHandler | None = None
+        self._drain_sends: Callable[[float], Awaitable[bool]] | None = None
 
     @property
     def port(self) -> int:
@@ -111,6 +114,7 @@ class Broker:
         port = sock.getsockname()[1]
         ip = config.broker_ip()
         self.address = f"{ip}:{port}"
+        started_ms = self.clock.now_ms()
         try:
             self.store = store = await asyncio.to_thread(self._open_store)
         except BaseException:
@@ -118,11 +122,12 @@ class Broker:
             raise
         store.start()
         self._dispatch = DispatchDriver(store.dispatch_step)
-        self._wire(store, (ip, port))
+        self._registration = self._make_registration(ip)
+        self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)
         self._dispatch.start()
         self._start_tasks(store)
-        await self._start_registration(ip)
+        await self._registration.start()
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
                  self.address)  # fmt: skip
 
@@ -130,6 +135,7 @@ class Broker:
         self.files.load(self._path("topics.json"), self.topics.load)
         self.files.load(self._path("subscriptionGroup.json"), self.groups.load)
         self.files.load(self._path("consumerOffset.json"), self.offsets.load)
+        self.files.load(self._path("delayOffset.json"), self.delay_offsets.load)
         self.topics.add_listener(
             lambda: self.files.save_soon(self._path("topics.json"), self.topics.encode())
         )
@@ -138,102 +144,75 @@ class Broker:
         )
 
     def _open_store(self) -> FileMessageStore:
-        config = self.config
-        index = None
-        if config.message_index_enable:
-            index = IndexService(
-                config.store.index_dir,
-                max_hash_slot_num=config.max_hash_slot_num,
-                max_index_num=config.max_index_num,
-                clock=self.clock,
-            )
-        arrival = self.holds.on_arrival if config.long_polling_enable else None
-        return FileMessageStore.open(config.store, clock=self.clock, index=index, arrival=arrival)
+        arrival = self.holds.on_arrival if self.config.long_polling_enable else None
+        return open_store(self.config, self.clock, arrival)
 
-    def _wire(self, store: FileMessageStore, store_host: tuple[str, int]) -> None:
-        config = self.config
-        assert self._dispatch is not None
-        send = self._send = SendHandler(
+    def _wire(self, store: FileMessageStore, store_host: tuple[str, int], started_ms: int) -> None:
+        assert self._dispatch is not None and self._registration is not None
+        kick = self._dispatch.kick
+        self.stats = stats = BrokerStats(store, self.clock)
+        self.schedule = ScheduleMessageService(
             store,
-            self.topics,
-            SendSettings(
-                cluster_name=config.broker_cluster_name,
-                store_host=store_host,
-                broker_permission=config.broker_permission,
-                max_delay_level=len(config.store.delay_levels_ms),
-                max_message_size_bytes=config.store.max_message_size_bytes,
-                sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-                region_id=config.region_id,
-                trace_on=config.trace_on,
-            ),
-            on_stored=self._dispatch.kick,
-            loop=asyncio.get_running_loop(),
+            self.delay_offsets,
+            ScheduleSettings(self.config.store.delay_levels_ms),
+            self.clock,
+            on_stored=kick,
         )
-        pull = PullHandler(
-            store=store,
-            topics=self.topics,
-            groups=self.groups,
-            clients=self.clients,
-            offsets=self.offsets,
-            holds=self.holds,
-            settings=PullSettings(
-                broker_permission=config.broker_permission,
-                long_polling_enable=config.long_polling_enable,
-                short_polling_time_ms=config.short_polling_time_ms,
-                slave_read_enable=config.slave_read_enable,
-                is_slave=config.is_slave,
-            ),
+        parts = BrokerParts(
+            self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
+            self.delay_offsets,
+        )  # fmt: skip
+        handlers = build_handlers(
+            self.config,
+            store,
+            parts,
+            store_host=store_host,
+            stats=stats,
+            register=self._registration.register_now,
+            on_stored=kick,
+            started_ms=started_ms,
         )
-        BrokerHandlers(
-            send=send,
-            pull=pull,
-            heartbeat=HeartbeatHandler(self.clients, self.groups, self.topics),
-            unregister_client=UnregisterClientHandler(self.clients),
-            consumer_list=ConsumerListHandler(self.clients),
-            query_consumer_offset=QueryConsumerOffsetHandler(self.offsets, store),
-            update_consumer_offset=UpdateConsumerOffsetHandler(self.offsets),
-            queue_offsets=QueueOffsetHandlers(store),
-            lookups=MessageLookupHandlers(
-                store, default_query_max_num=config.default_query_max_num
-            ),
-        ).register(self.table)
+        handlers.register(self.table)
+        self._drain_sends = handlers.send.drain
         self.server.add_close_listener(self.clients.channel_closed)
-        self.server.add_close_listener(send.connection_closed)
+        self.server.add_close_listener(handlers.send.connection_closed)
 
     def _start_tasks(self, store: FileMessageStore) -> None:
-        offsets_s = self.config.flush_consumer_offset_interval_ms / 1000
+        config = self.config
+        assert self.stats is not None and self.schedule is not None
         self._tasks = [
-            PeriodicTask("persist-offsets", offsets_s, self._persist_offsets),
+            PeriodicTask(
+                "persist-offsets",
+                config.flush_consumer_offset_interval_ms / 1000,
+                self._persist_offsets,
+            ),
+            PeriodicTask(
+                "persist-delay-offsets",
+                config.flush_delay_offset_interval_ms / 1000,
+                self._persist_delay_offsets,
+            ),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
+            PeriodicTask("stats", STATS_SAMPLE_INTERVAL_S, self.stats.sample),
         ]
         for task in self._tasks:
             task.start()
+        self.schedule.start()
 
-    async def _start_registration(self, ip: str) -> None:
-        config = self.config
-        ha_ip = config.broker_ip2 or ip
-        registrar = NamesrvRegistrar(
-            self.namesrv_client,
-            config.namesrv_addrs,
-            BrokerIdentity(
-                config.broker_cluster_name,
-                config.broker_name,
-                config.broker_id,
-                self.address,
-                f"{ha_ip}:{config.ha_listen_port}",
-            ),
-            self.topics.wrapper,
-            timeout_s=config.register_broker_timeout_ms / 1000,
-        )
-        self.registrar = registrar
-        self._registration = RegistrationService(registrar, config.register_period_s)
-        self.topics.add_listener(self._registration.request)
-        await self._registration.start()
+    def _make_registration(self, ip: str) -> RegistrationService:
+        self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip,
+                                       self.topics.wrapper)  # fmt: skip
+        registration = RegistrationService(self.registrar, self.config.register_period_s)
+        self.topics.add_listener(registration.request)
+        return registration
 
     async def _persist_offsets(self) -> None:
         if self.offsets.dirty:
             await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
+
+    async def _persist_delay_offsets(self) -> None:
+        if self.delay_offsets.dirty:
+            await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
 
     # -- stop ----------------------------------------------------------------------
 
@@ -243,10 +222,11 @@ class Broker:
         if self._registration is not None:
             await self._registration.stop()
         self.holds.close()
-        if self._send is not None and not await self._send.drain(STOP_DRAIN_S):
-            log.warning("stopping with %d sends still waiting for the disk",
-                        self._send.waiting_for_flush)  # fmt: skip
+        if self._drain_sends is not None and not await self._drain_sends(STOP_DRAIN_S):
+            log.warning("stopping with sends still waiting for the disk")
         await self.server.stop()
+        if self.schedule is not None:
+            await self.schedule.stop()
         for task in self._tasks:
             await task.stop()
         if self._dispatch is not None:
@@ -265,6 +245,7 @@ class Broker:
         await self.files.save(self._path("topics.json"), self.topics.encode())
         await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
         await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
+        await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
 
 
 def _topic_defaults(config: BrokerConfig) -> TopicDefaults:

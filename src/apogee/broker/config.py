@@ -19,10 +19,11 @@ import dataclasses
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from apogee._util.props import bind, load_properties, reject_unknown
+from apogee._util.props import bind, camel, load_properties, reject_unknown
 from apogee.errors import ConfigError
 from apogee.model.route import MASTER_ID, perm_is_valid
 from apogee.store.config import STORE_PROPERTY_KEYS, BrokerRole, StoreConfig
@@ -135,6 +136,13 @@ class BrokerConfig:
     flush_consumer_offset_interval_ms: int = field(
         default=5000, metadata={"key": "flushConsumerOffsetInterval"}
     )
+    flush_delay_offset_interval_ms: int = field(
+        default=10_000, metadata={"key": "flushDelayOffsetInterval"}
+    )
+    # A Java system property in RocketMQ; accepted in broker.conf under its name.
+    rebalance_lock_max_live_time_ms: int = field(
+        default=60_000, metadata={"key": "rocketmq.broker.rebalance.lockMaxLiveTime"}
+    )
     server_channel_max_idle_time_s: int = field(
         default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"}
     )
@@ -191,6 +199,25 @@ class BrokerConfig:
     def with_port(self, port: int) -> BrokerConfig:
         """This config with the port actually bound (when listenPort was 0)."""
         return dataclasses.replace(self, listen_port=port)
+
+
+def config_properties(config: BrokerConfig) -> dict[str, str]:
+    """Every broker and store setting under its broker.conf key (GET_BROKER_CONFIG)."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(BrokerConfig):
+        if f.name != "store":
+            out[f.metadata.get("key", camel(f.name))] = _text(getattr(config, f.name))
+    for key, name in STORE_PROPERTY_KEYS.items():
+        out[key] = _text(getattr(config.store, name))
+    return dict(sorted(out.items()))
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Enum):
+        return str(value.value)
+    return "" if value is None else str(value)
 
 
 def local_address() -> str:

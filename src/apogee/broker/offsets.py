@@ -65,10 +65,25 @@ class ConsumerOffsetManager:
             self.dirty = True
         return len(keys)
 
+    def remove_topic(self, topic: str) -> int:
+        """Forget every group's offsets of ``topic`` (the topic was deleted)."""
+        keys = [k for k in self.table if k.partition(TOPIC_GROUP_SEPARATOR)[0] == topic]
+        for key in keys:
+            del self.table[key]
+        if keys:
+            self.dirty = True
+        return len(keys)
+
+    def topics_of(self, group: str) -> list[str]:
+        """Topics ``group`` has committed offsets for (RocketMQ whichTopicByConsumer)."""
+        return sorted(t for g, t in self.groups_and_topics() if g == group)
+
     # -- persistence ----------------------------------------------------------
 
-    def encode(self) -> bytes:
-        self.dirty = False
+    def encode(self, *, mark_clean: bool = True) -> bytes:
+        """The file's JSON; ``mark_clean=False`` for a copy that is not being persisted."""
+        if mark_clean:
+            self.dirty = False
         table = {
             key: {str(q): off for q, off in sorted(queues.items())}
             for key, queues in sorted(self.table.items())

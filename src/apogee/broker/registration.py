@@ -146,6 +146,16 @@ class RegistrationService:
         """Register again soon (the topic table changed)."""
         self._wake.set()
 
+    async def register_now(self) -> int:
+        """Register with every name server now and wait for the answers.
+
+        Admin changes answer only after this, so the change is visible in routes
+        as soon as the admin tool hears back (RocketMQ registers synchronously
+        there too). A round the change listener asked for is covered by it.
+        """
+        self._wake.clear()
+        return await self._registrar.register_all()
+
     async def start(self) -> None:
         """Register once now, then keep registering in the background."""
         await self._registrar.register_all()

@@ -1,18 +1,21 @@
 """Request handlers of the broker, one module per request family.
 
-Imports: the handler modules. Each handler is a callable object built with
-only the collaborators it uses; ``register`` puts them into a HandlerTable.
-All of them are synchronous (they answer inline, or later through
-``RequestContext.respond``). Request codes without a handler here get
-REQUEST_CODE_NOT_SUPPORTED from the remoting layer; the next handlers to
-join are CONSUMER_SEND_MSG_BACK (send family), LOCK/UNLOCK_BATCH_MQ and the
-admin requests (their own modules).
+Imports: the handler modules. Each handler is a callable object (or a
+method of a small handler object) built with only the collaborators it
+uses; ``register`` puts them into a HandlerTable. Most are synchronous (they
+answer inline, or later through ``RequestContext.respond``); topic creation
+and deletion are coroutines, since they answer after the broker registered
+with the name servers. Request codes without a handler here get
+REQUEST_CODE_NOT_SUPPORTED from the remoting layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from apogee.broker.handlers.admin_group import ClientViewHandlers, GroupAdminHandlers
+from apogee.broker.handlers.admin_runtime import RuntimeHandlers
+from apogee.broker.handlers.admin_topic import TopicAdminHandlers
 from apogee.broker.handlers.consumer import (
     ConsumerListHandler,
     HeartbeatHandler,
@@ -20,16 +23,21 @@ from apogee.broker.handlers.consumer import (
     UnregisterClientHandler,
     UpdateConsumerOffsetHandler,
 )
+from apogee.broker.handlers.locks import LockHandlers
 from apogee.broker.handlers.pull import PullHandler
 from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
 from apogee.broker.handlers.send import SendHandler
+from apogee.broker.handlers.send_back import SendBackHandler
 from apogee.codes import RequestCode
 from apogee.remoting.dispatch import HandlerTable
+
+ADMIN_GROUP = "admin"
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerHandlers:
     send: SendHandler
+    send_back: SendBackHandler
     pull: PullHandler
     heartbeat: HeartbeatHandler
     unregister_client: UnregisterClientHandler
@@ -38,12 +46,18 @@ class BrokerHandlers:
     update_consumer_offset: UpdateConsumerOffsetHandler
     queue_offsets: QueueOffsetHandlers
     lookups: MessageLookupHandlers
+    locks: LockHandlers
+    topic_admin: TopicAdminHandlers
+    group_admin: GroupAdminHandlers
+    client_views: ClientViewHandlers
+    runtime: RuntimeHandlers
 
     def register(self, table: HandlerTable) -> None:
         code = RequestCode
         table.register(
             (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE), self.send
         )
+        table.register(code.CONSUMER_SEND_MSG_BACK, self.send_back)
         table.register(code.PULL_MESSAGE, self.pull)
         table.register(code.HEART_BEAT, self.heartbeat)
         table.register(code.UNREGISTER_CLIENT, self.unregister_client)
@@ -56,3 +70,29 @@ class BrokerHandlers:
         table.register(code.GET_EARLIEST_MSG_STORETIME, self.queue_offsets.earliest_time)
         table.register(code.VIEW_MESSAGE_BY_ID, self.lookups.view_by_id)
         table.register(code.QUERY_MESSAGE, self.lookups.query)
+        table.register(code.LOCK_BATCH_MQ, self.locks.lock)
+        table.register(code.UNLOCK_BATCH_MQ, self.locks.unlock)
+        self._register_admin(table)
+
+    def _register_admin(self, table: HandlerTable) -> None:
+        code = RequestCode
+        # Admin changes wait for the name servers; one at a time, as RocketMQ
+        # serialises them, so registrations go out in the order of the changes.
+        table.add_group(ADMIN_GROUP, concurrency=1, queue_capacity=1000)
+        topic, group, views, runtime = (
+            self.topic_admin, self.group_admin, self.client_views, self.runtime
+        )  # fmt: skip
+        table.register(code.UPDATE_AND_CREATE_TOPIC, topic.create, group=ADMIN_GROUP)
+        table.register(code.DELETE_TOPIC_IN_BROKER, topic.delete, group=ADMIN_GROUP)
+        table.register(code.GET_ALL_TOPIC_CONFIG, topic.all_config)
+        table.register(code.GET_TOPIC_STATS_INFO, topic.stats)
+        table.register(code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, group.update)
+        table.register(code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, group.all_configs)
+        table.register(code.DELETE_SUBSCRIPTIONGROUP, group.delete)
+        table.register(code.GET_CONSUME_STATS, views.consume_stats)
+        table.register(code.GET_CONSUMER_CONNECTION_LIST, views.consumers)
+        table.register(code.GET_PRODUCER_CONNECTION_LIST, views.producers)
+        table.register(code.GET_BROKER_RUNTIME_INFO, runtime.runtime_info)
+        table.register(code.GET_BROKER_CONFIG, runtime.broker_config)
+        table.register(code.GET_ALL_CONSUMER_OFFSET, runtime.all_consumer_offsets)
+        table.register(code.GET_ALL_DELAY_OFFSET, runtime.all_delay_offsets)

@@ -28,6 +28,7 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from apogee.broker.clients import ClientRegistry
@@ -91,6 +92,7 @@ class PullHandler:
         offsets: ConsumerOffsetManager,
         holds: PullHoldService,
         settings: PullSettings,
+        count_found: Callable[[str, str, int], None] | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -99,6 +101,7 @@ class PullHandler:
         self._offsets = offsets
         self._holds = holds
         self._settings = settings
+        self._count_found = count_found  # (group, topic, messages): consume TPS figures
         holds.bind(self.resume)
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -151,6 +154,8 @@ class PullHandler:
             "maxOffset": str(result.max_offset),
         }
         if code == ResponseCode.SUCCESS:
+            if self._count_found is not None:
+                self._count_found(header.consumer_group, header.topic, len(result.messages))
             return request.make_response(code, result.status.value, ext, result.messages)
         return request.make_response(code, result.status.value, ext)
 

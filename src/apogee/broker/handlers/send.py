@@ -2,7 +2,10 @@
 
 Owns: RocketMQ's msgCheck (permissions, topic name, auto-creation, queue
 id), the broker's additions to a message (CLUSTER, born and store hosts,
-the delayed-message placement), batch bodies (inflated as a whole when the
+the delayed-message placement), the client's own retry path (a send to
+``%RETRY%<group>`` whose reconsumeTimes has reached the group's budget goes
+to ``%DLQ%<group>`` instead, undelayed; 26 when the group has no config),
+batch bodies (inflated as a whole when the
 C++ client compressed them), SYNC_FLUSH waits and the store-status ->
 response-code table. Imports: ``apogee.store`` (interface and results only),
 ``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
@@ -29,24 +32,30 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.records import InflateError, inflate
+from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times, random_queue
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
 from apogee.broker.topics import TopicConfigManager
 from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError
 from apogee.model.message import (
     COMPRESSED_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TRANSACTION_PREPARED,
     HostPort,
     StoreBatch,
     StoreMessage,
+    properties_to_string,
+    string_to_properties,
 )
 from apogee.model.message_codec import MAX_TOPIC_LENGTH_V1, decode_batch
-from apogee.model.route import writeable
+from apogee.model.route import PERM_RW, writeable
 from apogee.model.topic import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
+    dlq_topic,
     validate_topic,
 )
 from apogee.protocol.command import RemotingCommand
@@ -85,6 +94,14 @@ class SendSettings:
     trace_on: bool = True
 
 
+def _without_delay(props: str) -> str:
+    if DELAY_MARKER not in props:
+        return props
+    parsed = string_to_properties(props)
+    parsed.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    return properties_to_string(parsed)
+
+
 class _RefusedError(Exception):
     """A msgCheck failure: the response code and remark to answer with."""
 
@@ -104,6 +121,7 @@ class SendHandler:
         self,
         store: MessageStore,
         topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
         settings: SendSettings,
         *,
         on_stored: Callable[[], None],
@@ -111,6 +129,7 @@ class SendHandler:
     ) -> None:
         self._store = store
         self._topics = topics
+        self._groups = groups
         self._settings = settings
         self._on_stored = on_stored
         self._loop = loop
@@ -221,6 +240,11 @@ class SendHandler:
             raise _RefusedError(
                 ResponseCode.NO_PERMISSION, "transaction messages are not supported"
             )
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            dead = self._dead_letter(header, request.version)
+            if dead is not None:
+                topic, store_qid = dead
+                props = _without_delay(props)
         if DELAY_MARKER in props:
             try:
                 placed = schedule_placement(topic, queue_id, props, self._settings.max_delay_level)
@@ -236,6 +260,23 @@ class SendHandler:
             self._born_host(ctx), self._store_host, header.reconsume_times or 0,
         )  # fmt: skip
         return self._store.put(msg)
+
+    def _dead_letter(
+        self, header: SendMessageRequestHeader, version: int
+    ) -> tuple[str, int] | None:
+        """The dead-letter queue a retry send goes to instead, if its budget is spent."""
+        group_name = header.topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+        group = self._groups.find_or_create(group_name)
+        if group is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group_name}",
+            )
+        budget = max_reconsume_times(group.retry_max_times, version, header.max_reconsume_times)
+        if not is_dead(header.reconsume_times or 0, budget):
+            return None
+        dlq = self._topics.create_in_send_back(dlq_topic(group_name), DLQ_NUMS_PER_GROUP, PERM_RW)
+        return dlq.topic_name, random_queue(DLQ_NUMS_PER_GROUP)
 
     def _put_batch(
         self,

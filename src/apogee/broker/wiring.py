@@ -1,0 +1,191 @@
+"""Building the broker's store, registrar and request handlers from its config and parts.
+
+Owns: which collaborators each handler gets, and the settings each part is
+given from BrokerConfig. The composition root (``broker.py``) owns the parts
+and their lifecycle and calls these builders at start. No business logic.
+Imports: ``apogee.broker.*``, ``apogee.store`` (this module and broker.py
+are the only ones that build a FileMessageStore), ``apogee.remoting``,
+``apogee.protocol``, ``apogee.model``, ``apogee._util``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from apogee._util.clock import Clock
+from apogee.broker.clients import ClientRegistry
+from apogee.broker.config import BrokerConfig, config_properties
+from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.handlers import BrokerHandlers
+from apogee.broker.handlers.admin_group import (
+    ClientViewHandlers,
+    GroupAdminHandlers,
+    GroupAdminSettings,
+)
+from apogee.broker.handlers.admin_runtime import RuntimeHandlers
+from apogee.broker.handlers.admin_topic import TopicAdminHandlers, TopicAdminSettings
+from apogee.broker.handlers.consumer import (
+    ConsumerListHandler,
+    HeartbeatHandler,
+    QueryConsumerOffsetHandler,
+    UnregisterClientHandler,
+    UpdateConsumerOffsetHandler,
+)
+from apogee.broker.handlers.locks import LockHandlers
+from apogee.broker.handlers.pull import PullHandler, PullSettings
+from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
+from apogee.broker.handlers.send import SendHandler, SendSettings
+from apogee.broker.handlers.send_back import SendBackHandler, SendBackSettings
+from apogee.broker.locks import RebalanceLockManager
+from apogee.broker.long_polling import PullHoldService
+from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar
+from apogee.broker.runtime_stats import BrokerStats, runtime_table
+from apogee.broker.schedule_service import DelayOffsetTable
+from apogee.broker.topics import TopicConfigManager
+from apogee.model.message import HostPort
+from apogee.model.route import DataVersion
+from apogee.protocol.bodies import TopicConfigWrapper
+from apogee.remoting.client import RemotingClient
+from apogee.store.config import FlushDiskType
+from apogee.store.file_store import FileMessageStore
+from apogee.store.index_service import IndexService
+from apogee.store.interface import ArrivalListener, MessageStore
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerParts:
+    """The long-lived state the handlers work on (owned by the Broker)."""
+
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientRegistry
+    holds: PullHoldService
+    locks: RebalanceLockManager
+    delay_offsets: DelayOffsetTable
+
+
+def open_store(
+    config: BrokerConfig, clock: Clock, arrival: ArrivalListener | None
+) -> FileMessageStore:
+    """Open (and recover) the store with the index the config asks for; blocking."""
+    index = None
+    if config.message_index_enable:
+        index = IndexService(
+            config.store.index_dir,
+            max_hash_slot_num=config.max_hash_slot_num,
+            max_index_num=config.max_index_num,
+            clock=clock,
+        )
+    return FileMessageStore.open(config.store, clock=clock, index=index, arrival=arrival)
+
+
+def registrar_for(
+    config: BrokerConfig,
+    client: RemotingClient,
+    address: str,
+    ip: str,
+    topics: Callable[[], TopicConfigWrapper],
+) -> NamesrvRegistrar:
+    ha_ip = config.broker_ip2 or ip
+    identity = BrokerIdentity(
+        config.broker_cluster_name,
+        config.broker_name,
+        config.broker_id,
+        address,
+        f"{ha_ip}:{config.ha_listen_port}",
+    )
+    return NamesrvRegistrar(
+        client,
+        config.namesrv_addrs,
+        identity,
+        topics,
+        timeout_s=config.register_broker_timeout_ms / 1000,
+    )
+
+
+def build_handlers(
+    config: BrokerConfig,
+    store: MessageStore,
+    parts: BrokerParts,
+    *,
+    store_host: HostPort,
+    stats: BrokerStats,
+    register: Callable[[], Awaitable[object]],
+    on_stored: Callable[[], None],
+    started_ms: int,
+) -> BrokerHandlers:
+    p = parts
+    max_level = len(config.store.delay_levels_ms)
+    admin_topic = TopicAdminSettings(config.broker_name, config.is_slave)
+    admin_group = GroupAdminSettings(config.broker_name, config.is_slave)
+    return BrokerHandlers(
+        send=SendHandler(
+            store,
+            p.topics,
+            p.groups,
+            SendSettings(
+                cluster_name=config.broker_cluster_name,
+                store_host=store_host,
+                broker_permission=config.broker_permission,
+                max_delay_level=max_level,
+                max_message_size_bytes=config.store.max_message_size_bytes,
+                sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+                region_id=config.region_id,
+                trace_on=config.trace_on,
+            ),
+            on_stored=on_stored,
+            loop=asyncio.get_running_loop(),
+        ),
+        send_back=SendBackHandler(
+            store,
+            p.topics,
+            p.groups,
+            SendBackSettings(store_host, config.broker_permission, max_level),
+            on_stored=on_stored,
+        ),
+        pull=PullHandler(
+            store=store,
+            topics=p.topics,
+            groups=p.groups,
+            clients=p.clients,
+            offsets=p.offsets,
+            holds=p.holds,
+            settings=PullSettings(
+                broker_permission=config.broker_permission,
+                long_polling_enable=config.long_polling_enable,
+                short_polling_time_ms=config.short_polling_time_ms,
+                slave_read_enable=config.slave_read_enable,
+                is_slave=config.is_slave,
+            ),
+            count_found=stats.count_group_get,
+        ),
+        heartbeat=HeartbeatHandler(p.clients, p.groups, p.topics),
+        unregister_client=UnregisterClientHandler(p.clients),
+        consumer_list=ConsumerListHandler(p.clients),
+        query_consumer_offset=QueryConsumerOffsetHandler(p.offsets, store),
+        update_consumer_offset=UpdateConsumerOffsetHandler(p.offsets),
+        queue_offsets=QueueOffsetHandlers(store),
+        lookups=MessageLookupHandlers(store, default_query_max_num=config.default_query_max_num),
+        locks=LockHandlers(p.locks),
+        topic_admin=TopicAdminHandlers(p.topics, p.offsets, store, admin_topic, register=register),
+        group_admin=GroupAdminHandlers(p.groups, p.offsets, admin_group),
+        client_views=ClientViewHandlers(
+            p.topics, p.offsets, p.clients, store, admin_group, group_tps=stats.group_get_tps
+        ),
+        runtime=RuntimeHandlers(
+            lambda: runtime_table(
+                stats,
+                store,
+                store_dir=config.store.store_path_root_dir,
+                delay_offsets=p.delay_offsets.table,
+            ),
+            config_properties(config.with_port(store_host[1])),
+            DataVersion(timestamp=started_ms),
+            p.offsets,
+            p.delay_offsets,
+        ),
+    )
