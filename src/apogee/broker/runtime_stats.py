@@ -174,7 +174,7 @@ def runtime_table(
 ) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO's table (keys as RocketMQ 4.x names them)."""
     figures = store.runtime_stats()
-    latest = stats.latest
+    put, got = figures.get("put_ok", 0), figures.get("get_transferred_msgs", 0)
     min_offset = store.commit_log_min_offset()
     max_offset = store.commit_log_max_offset()
     flushed = figures.get("commit_log_flushed_offset", max_offset)
@@ -185,13 +185,13 @@ def runtime_table(
         "brokerVersion": str(int(CURRENT_VERSION)),
         "bootTimestamp": str(stats.boot_ms),
         "runtime": _runtime(stats.uptime_ms()),
-        "msgPutTotalTodayNow": str(latest.put),
+        "msgPutTotalTodayNow": str(put),
         "msgPutTotalTodayMorning": str(stats.put_today_morning),
         "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
-        "msgGetTotalTodayNow": str(latest.get_transferred),
+        "msgGetTotalTodayNow": str(got),
         "msgGetTotalTodayMorning": str(stats.get_today_morning),
         "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
-        "putMessageTimesTotal": str(max(latest.put, 1)),
+        "putMessageTimesTotal": str(max(put, 1)),
         "putMessageFailedTimes": str(figures.get("put_failed", 0)),
         "putTps": stats.tps_text("put"),
         "getFoundTps": stats.tps_text("get_found"),
