@@ -7,10 +7,9 @@ configured one), with REAL_TOPIC and REAL_QID keeping its destination. The
 store indexes such records with their delivery time as tag code. Imports:
 ``apogee.model``.
 
-Seam: the delivery service (ScheduleMessageService) reads the queues of
-SCHEDULE_TOPIC_XXXX, puts due messages back to REAL_TOPIC/REAL_QID with
-DELAY cleared, and keeps its per-level progress in ``config/delayOffset.json``.
-It plugs into the broker as one more service; nothing here needs to change.
+The delivery side, which reads the queues of SCHEDULE_TOPIC_XXXX and puts
+due messages back to REAL_TOPIC/REAL_QID, is ``schedule_service``; sent-back
+messages take the same path (``retry``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from apogee.remoting.client import RemotingClient
 from apogee.store.config import BrokerRole
-from apogee.testing.cluster import run_broker
+from apogee.testing.cluster import eventually, run_broker
 from apogee.testing.namesrv import get_route, running_namesrv
 
 
@@ -71,6 +71,12 @@ async def test_a_created_topic_is_routed_when_the_answer_comes(cluster: Cluster)
     q = route.queue_datas[0]
     assert (q.read_queue_nums, q.write_queue_nums, q.perm) == (8, 6, 6)
     assert cluster.broker.topics.select("Orders") == TopicConfig("Orders", 8, 6)
+    topics_json = cluster.broker.config_dir / "topics.json"
+
+    async def persisted() -> bool:
+        return topics_json.exists() and b'"Orders"' in topics_json.read_bytes()
+
+    await eventually(persisted)
 
     await cluster.api.create_topic(cluster.addr, TopicConfig("Orders", 2, 2, PERM_READ))
     route = await get_route(cluster.client, cluster.namesrv, "Orders")
@@ -149,6 +155,12 @@ async def test_subscription_groups_are_created_listed_and_deleted(cluster: Clust
     await cluster.api.update_consumer_offset(cluster.addr, "cg", "T1", 0, 4)
     answer = await cluster.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     table = bodies.decode_subscription_group_wrapper(answer.body_bytes()).subscription_group_table
+    groups_json = cluster.broker.config_dir / "subscriptionGroup.json"
+
+    async def persisted() -> bool:
+        return groups_json.exists() and b'"retryMaxTimes":3' in groups_json.read_bytes()
+
+    await eventually(persisted)
     assert (table["cg"].retry_max_times, table["cg"].consume_broadcast_enable) == (3, False)
     assert "TOOLS_CONSUMER" in table
 
