@@ -186,3 +186,15 @@ def test_lock_bodies_name_the_client_and_queues() -> None:
 
     assert set(body) == {"clientId", "consumerGroup", "mqSet"}
     assert {q["queueId"] for q in body["mqSet"]} == {0, 1, 2, 3}
+
+
+def test_the_shutdown_unlock_leaves_out_queue_0_of_the_first_topic() -> None:
+    locked = json.loads(split("lock_batch_mq_single.bin")[2])["mqSet"]
+    unlocked = json.loads(split("unlock_batch_mq.bin")[2])["mqSet"]
+
+    assert locked == [{"brokerName": "broker-a", "queueId": 0, "topic": "%RETRY%cg6"}]
+    assert locked[0] not in unlocked
+    assert {(q["topic"], q["queueId"]) for q in unlocked} == {
+        ("%RETRY%cg6", 1), ("%RETRY%cg6", 2), ("%RETRY%cg6", 3),
+        ("T1", 0), ("T1", 1), ("T1", 2), ("T1", 3),
+    }  # fmt: skip
