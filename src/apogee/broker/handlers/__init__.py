@@ -1,12 +1,12 @@
 """Request handlers of the broker, one module per request family.
 
-Imports: the handler modules. Each handler is a callable object built with
-only the collaborators it uses; ``register`` puts them into a HandlerTable.
-All of them are synchronous (they answer inline, or later through
-``RequestContext.respond``). Request codes without a handler here get
-REQUEST_CODE_NOT_SUPPORTED from the remoting layer; the next handlers to
-join are CONSUMER_SEND_MSG_BACK (send family), LOCK/UNLOCK_BATCH_MQ and the
-admin requests (their own modules).
+Imports: the handler modules. Each handler is an object built with only the
+collaborators it uses, answering through its ``handle`` method(s);
+``register`` puts them into a HandlerTable. All of them are synchronous
+(they answer inline, or later through ``RequestContext.respond``). Request
+codes without a handler here get REQUEST_CODE_NOT_SUPPORTED from the
+remoting layer; the next handlers to join are CONSUMER_SEND_MSG_BACK (send
+family), LOCK/UNLOCK_BATCH_MQ and the admin requests (their own modules).
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ class BrokerHandlers:
 
     def register(self, table: HandlerTable) -> None:
         code = RequestCode
-        table.register(
-            (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE), self.send
-        )
-        table.register(code.PULL_MESSAGE, self.pull)
-        table.register(code.HEART_BEAT, self.heartbeat)
-        table.register(code.UNREGISTER_CLIENT, self.unregister_client)
-        table.register(code.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
-        table.register(code.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
-        table.register(code.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+        # Bound methods: calling one is cheaper than calling an object's __call__.
+        sends = (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE)
+        table.register(sends, self.send.handle)
+        table.register(code.PULL_MESSAGE, self.pull.handle)
+        table.register(code.HEART_BEAT, self.heartbeat.handle)
+        table.register(code.UNREGISTER_CLIENT, self.unregister_client.handle)
+        table.register(code.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list.handle)
+        table.register(code.QUERY_CONSUMER_OFFSET, self.query_consumer_offset.handle)
+        table.register(code.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset.handle)
         table.register(code.GET_MAX_OFFSET, self.queue_offsets.max_offset)
         table.register(code.GET_MIN_OFFSET, self.queue_offsets.min_offset)
         table.register(code.SEARCH_OFFSET_BY_TIMESTAMP, self.queue_offsets.offset_by_time)

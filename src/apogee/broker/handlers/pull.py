@@ -101,7 +101,7 @@ class PullHandler:
         self._settings = settings
         holds.bind(self.resume)
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
         return self.process(ctx, header, allow_suspend=True)
 

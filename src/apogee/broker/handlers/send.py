@@ -124,7 +124,7 @@ class SendHandler:
 
     # -- entry -----------------------------------------------------------------
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = decode_send_header(request.code, request.ext_fields)
         try:
             config = self._ready.get(header.topic) or self._check_topic(header)
