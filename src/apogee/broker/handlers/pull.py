@@ -73,6 +73,18 @@ class PullSettings:
     is_slave: bool = False
 
 
+def pull_code(status: GetStatus, offset: int, found: bool, is_slave: bool = False) -> int:
+    """The response code of a read (the table in the module docstring)."""
+    code = _CODES.get(status)
+    if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+        code = ResponseCode.PULL_OFFSET_MOVED if offset else ResponseCode.PULL_NOT_FOUND
+    elif code == ResponseCode.SUCCESS and not found:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    if is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    return code
+
+
 class _RefusedError(Exception):
     def __init__(self, code: int, remark: str) -> None:
         super().__init__(remark)
@@ -135,7 +147,9 @@ class PullHandler:
         )
         if codes is not None and result.messages:
             _drop_other_tags(result, sub)
-        code = self._code(result, header)
+        code = pull_code(
+            result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
+        )
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
@@ -169,21 +183,6 @@ class PullHandler:
         if self._settings.long_polling_enable:
             return max(header.suspend_timeout_millis, 0) / 1000
         return self._settings.short_polling_time_ms / 1000
-
-    def _code(self, result: GetResult, header: PullMessageRequestHeader) -> int:
-        status = result.status
-        code = _CODES.get(status)
-        if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
-            code = (
-                ResponseCode.PULL_OFFSET_MOVED
-                if header.queue_offset
-                else ResponseCode.PULL_NOT_FOUND
-            )
-        elif code == ResponseCode.SUCCESS and not result.messages:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        if self._settings.is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        return code
 
     def _suggest(self, group: SubscriptionGroupConfig, result: GetResult) -> int:
         if not self._settings.slave_read_enable:
