@@ -49,7 +49,6 @@ from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
-from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
 
@@ -67,7 +66,7 @@ class Broker:
         self.config = config
         self.clock = clock
         self.config_dir = config.store.store_path_root_dir / "config"
-        self.topics = TopicConfigManager(_topic_defaults(config), clock)
+        self.topics = TopicConfigManager(TopicDefaults.from_config(config), clock)
         self.groups = SubscriptionGroupManager(
             clock, auto_create=config.auto_create_subscription_group
         )
@@ -79,13 +78,9 @@ class Broker:
             clock, self.to_clients.notify_consumer_ids_changed, self.groups.notify_enabled
         )
         self.table = HandlerTable()
+        idle_s = float(config.server_channel_max_idle_time_s)
         self.server = RemotingServer(
-            self.table,
-            ServerConfig(
-                host=config.bind_address,
-                port=config.listen_port,
-                idle_timeout_s=float(config.server_channel_max_idle_time_s),
-            ),
+            self.table, ServerConfig(config.bind_address, config.listen_port, idle_timeout_s=idle_s)
         )
         self.namesrv_client = RemotingClient(ClientConfig())
         self.store: FileMessageStore | None = None
@@ -156,16 +151,7 @@ class Broker:
         send = self._send = SendHandler(
             store,
             self.topics,
-            SendSettings(
-                cluster_name=config.broker_cluster_name,
-                store_host=store_host,
-                broker_permission=config.broker_permission,
-                max_delay_level=len(config.store.delay_levels_ms),
-                max_message_size_bytes=config.store.max_message_size_bytes,
-                sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-                region_id=config.region_id,
-                trace_on=config.trace_on,
-            ),
+            SendSettings.from_config(config, store_host),
             on_stored=self._dispatch.kick,
             loop=asyncio.get_running_loop(),
         )
@@ -176,13 +162,7 @@ class Broker:
             clients=self.clients,
             offsets=self.offsets,
             holds=self.holds,
-            settings=PullSettings(
-                broker_permission=config.broker_permission,
-                long_polling_enable=config.long_polling_enable,
-                short_polling_time_ms=config.short_polling_time_ms,
-                slave_read_enable=config.slave_read_enable,
-                is_slave=config.is_slave,
-            ),
+            settings=PullSettings.from_config(config),
         )
         BrokerHandlers(
             send=send,
@@ -265,20 +245,6 @@ class Broker:
         await self.files.save(self._path("topics.json"), self.topics.encode())
         await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
         await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
-
-
-def _topic_defaults(config: BrokerConfig) -> TopicDefaults:
-    return TopicDefaults(
-        cluster_name=config.broker_cluster_name,
-        broker_name=config.broker_name,
-        auto_create_topic_enable=config.auto_create_topic_enable,
-        default_topic_queue_nums=config.default_topic_queue_nums,
-        cluster_topic_enable=config.cluster_topic_enable,
-        broker_topic_enable=config.broker_topic_enable,
-        trace_topic_enable=config.trace_topic_enable,
-        trace_topic_name=config.msg_trace_topic_name,
-        schedule_queue_nums=len(config.store.delay_levels_ms),
-    )
 
 
 def _listen_socket(host: str, port: int) -> socket.socket:

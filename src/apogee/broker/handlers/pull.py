@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apogee.broker.clients import ClientRegistry
+from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -71,6 +72,16 @@ class PullSettings:
     short_polling_time_ms: int = 1000
     slave_read_enable: bool = False
     is_slave: bool = False
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> PullSettings:
+        return cls(
+            broker_permission=config.broker_permission,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_time_ms=config.short_polling_time_ms,
+            slave_read_enable=config.slave_read_enable,
+            is_slave=config.is_slave,
+        )
 
 
 def pull_code(status: GetStatus, offset: int, found: bool, is_slave: bool = False) -> int:

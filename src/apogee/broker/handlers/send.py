@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from apogee.broker.config import BrokerConfig
 from apogee.broker.records import InflateError, inflate
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
 from apogee.broker.topics import TopicConfigManager
@@ -53,6 +54,7 @@ from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
 from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import RequestContext
+from apogee.store.config import FlushDiskType
 from apogee.store.interface import MessageStore
 from apogee.store.results import PutResult, PutStatus
 
@@ -83,6 +85,19 @@ class SendSettings:
     sync_flush: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendSettings:
+        return cls(
+            cluster_name=config.broker_cluster_name,
+            store_host=store_host,
+            broker_permission=config.broker_permission,
+            max_delay_level=len(config.store.delay_levels_ms),
+            max_message_size_bytes=config.store.max_message_size_bytes,
+            sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            region_id=config.region_id,
+            trace_on=config.trace_on,
+        )
 
 
 class _RefusedError(Exception):
