@@ -4,7 +4,7 @@ Owns: RocketMQ's msgCheck (permissions, topic name, auto-creation, queue
 id), the broker's additions to a message (CLUSTER, born and store hosts,
 the delayed-message placement), batch bodies (inflated as a whole when the
 C++ client compressed them), SYNC_FLUSH waits and the store-status ->
-response-code table. Imports: ``apogee.store`` (interface and results only),
+response-code table. Imports: ``apogee.store`` (interface, results, config),
 ``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
 
 Hot path: the handler is synchronous and answers inline. Only a SYNC_FLUSH
