@@ -18,6 +18,7 @@ from apogee import __version__
 _COMMANDS: dict[str, str] = {
     "admin": "apogee.cli.admin:admin",
     "bench": "apogee.cli.bench:bench",
+    "broker": "apogee.cli.broker:broker",
     "namesrv": "apogee.cli.namesrv:namesrv",
     "standalone": "apogee.cli.standalone:standalone",
 }

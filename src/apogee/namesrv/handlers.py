@@ -114,7 +114,8 @@ class NamesrvHandlers:
     def register_broker(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
         hdr = h.RegisterBrokerRequestHeader.from_ext(req.ext_fields)
         raw = req.body_bytes()
-        if hdr.body_crc32 and (zlib.crc32(raw) & 0xFFFFFFFF) != (hdr.body_crc32 & 0xFFFFFFFF):
+        # Java brokers send UtilAll.crc32: the CRC with its top bit cleared.
+        if hdr.body_crc32 and (zlib.crc32(raw) & 0x7FFFFFFF) != (hdr.body_crc32 & 0x7FFFFFFF):
             return req.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         body = bodies.decode_register_broker_body(raw, compressed=hdr.compressed) if raw else None
         timeout = hdr.heartbeat_timeout_millis or self.config.broker_channel_expired_time_ms

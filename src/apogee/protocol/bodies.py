@@ -2,8 +2,9 @@
 
 Owns: the wire shapes of TopicRouteData, ClusterInfo, TopicList, KVTable,
 DataVersion, RegisterBrokerBody / TopicConfigSerializeWrapper (plain JSON and
-compressed), HeartbeatData (Java and C++ forms), LockBatch request/response,
-GetConsumerListByGroupResponseBody and MessageQueue-keyed tables.
+compressed), SubscriptionGroupConfig and its wrapper, HeartbeatData (Java and
+C++ forms), LockBatch request/response, GetConsumerListByGroupResponseBody and
+MessageQueue-keyed tables.
 Imports: struct, zlib, orjson, ``apogee.errors``, ``apogee.model``,
 ``apogee.protocol.tolerant_json``.
 
@@ -44,6 +45,7 @@ from apogee.model.client import (
     MessageQueue,
     ProducerData,
 )
+from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.route import BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData
 from apogee.model.subscription import EXPRESSION_TAG, SUB_ALL, SubscriptionData
 from apogee.model.topic import MULTI_TAG, SINGLE_TAG, TopicConfig
@@ -431,6 +433,76 @@ def _decode_register_compressed(data: bytes) -> RegisterBrokerBody:
     if not isinstance(servers, list):
         raise ProtocolError("compressed RegisterBrokerBody filterServerList is not an array")
     return RegisterBrokerBody(TopicConfigWrapper(table, version), tuple(str(s) for s in servers))
+
+
+# -- subscription groups ------------------------------------------------------
+
+
+def subscription_group_to_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
+    return {
+        "brokerId": g.broker_id,
+        "consumeBroadcastEnable": g.consume_broadcast_enable,
+        "consumeEnable": g.consume_enable,
+        "consumeFromMinEnable": g.consume_from_min_enable,
+        "groupName": g.group_name,
+        "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
+        "retryMaxTimes": g.retry_max_times,
+        "retryQueueNums": g.retry_queue_nums,
+        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+    }
+
+
+def subscription_group_from_json(obj: Any, name: str | None = None) -> SubscriptionGroupConfig:
+    default = SubscriptionGroupConfig("")
+    return SubscriptionGroupConfig(
+        group_name=_str(obj, "groupName", name) if name is not None else _str(obj, "groupName"),
+        consume_enable=_bool(obj, "consumeEnable", default.consume_enable),
+        consume_from_min_enable=_bool(obj, "consumeFromMinEnable", default.consume_from_min_enable),
+        consume_broadcast_enable=_bool(
+            obj, "consumeBroadcastEnable", default.consume_broadcast_enable
+        ),
+        retry_queue_nums=_int(obj, "retryQueueNums", default.retry_queue_nums),
+        retry_max_times=_int(obj, "retryMaxTimes", default.retry_max_times),
+        broker_id=_int(obj, "brokerId", default.broker_id),
+        which_broker_when_consume_slowly=_int(
+            obj, "whichBrokerWhenConsumeSlowly", default.which_broker_when_consume_slowly
+        ),
+        notify_consumer_ids_changed_enable=_bool(
+            obj, "notifyConsumerIdsChangedEnable", default.notify_consumer_ids_changed_enable
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupWrapper:
+    """A broker's subscription groups and their version (subscriptionGroup.json)."""
+
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+
+def encode_subscription_group_wrapper(w: SubscriptionGroupWrapper) -> bytes:
+    """Body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG, and the broker's file."""
+    table = w.subscription_group_table
+    return _dumps(
+        {
+            "dataVersion": data_version_to_json(w.data_version),
+            "subscriptionGroupTable": {
+                name: subscription_group_to_json(table[name]) for name in sorted(table)
+            },
+        }
+    )
+
+
+def decode_subscription_group_wrapper(
+    data: bytes | bytearray | memoryview | str,
+) -> SubscriptionGroupWrapper:
+    obj = _load_object(data, "SubscriptionGroupWrapper")
+    table = {
+        name: subscription_group_from_json(cfg, name)
+        for name, cfg in _dict(obj, "subscriptionGroupTable").items()
+    }
+    return SubscriptionGroupWrapper(table, data_version_from_json(_get(obj, "dataVersion", {})))
 
 
 # -- heartbeat ----------------------------------------------------------------

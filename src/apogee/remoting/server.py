@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from types import TracebackType
 
 from apogee.remoting.config import ServerConfig
@@ -49,16 +50,27 @@ class RemotingServer:
         """Call ``listener(connection)`` whenever a client connection closes."""
         self._close_listeners.append(listener)
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen on the configured host and port, or on ``sock`` when given.
+
+        A caller that must know the port before it builds its handlers (a
+        broker writes its own address into every stored record) binds the
+        socket itself and hands it over.
+        """
         loop = asyncio.get_running_loop()
         cfg = self.config
-        self._server = await loop.create_server(
-            self._new_connection,
-            cfg.host,
-            cfg.port,
-            backlog=cfg.backlog,
-            reuse_address=True,
-        )
+        if sock is not None:
+            self._server = await loop.create_server(
+                self._new_connection, sock=sock, backlog=cfg.backlog
+            )
+        else:
+            self._server = await loop.create_server(
+                self._new_connection,
+                cfg.host,
+                cfg.port,
+                backlog=cfg.backlog,
+                reuse_address=True,
+            )
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%d", cfg.host, self._port)
 

@@ -1,0 +1,252 @@
+"""Broker settings: one frozen dataclass with RocketMQ's key names and defaults.
+
+Owns: BrokerConfig (identity, listen address, name servers, topic and group
+auto-creation, long polling, timers) holding the store's StoreConfig, and the
+loader that reads both from one ``broker.conf``. Imports: ``apogee._util.props``,
+``apogee.store.config``, ``apogee.errors``, stdlib.
+
+Every key of a broker.conf must be claimed: by a BrokerConfig field (its file
+key is in the field's comment or is the camelCase of its name), by the store
+(``store.config.STORE_PROPERTY_KEYS``), or by :data:`IGNORED_KEYS`, the
+RocketMQ settings that have no meaning here (thread pools, Netty buffers) and
+are accepted so that an operator's existing file works. Anything else is a
+ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apogee._util.props import bind, load_properties, reject_unknown
+from apogee.errors import ConfigError
+from apogee.model.route import MASTER_ID, perm_is_valid
+from apogee.store.config import STORE_PROPERTY_KEYS, BrokerRole, StoreConfig
+
+DEFAULT_LISTEN_PORT = 10911
+
+#: RocketMQ broker.conf keys accepted and ignored: executor sizes and queue
+#: capacities (Apogee serves every request on one event loop), Netty socket
+#: tuning, and store switches whose behaviour Apogee has fixed.
+IGNORED_KEYS = frozenset(
+    {
+        # executors and their queues
+        "sendMessageThreadPoolNums",
+        "pullMessageThreadPoolNums",
+        "processReplyMessageThreadPoolNums",
+        "queryMessageThreadPoolNums",
+        "adminBrokerThreadPoolNums",
+        "clientManageThreadPoolNums",
+        "consumerManageThreadPoolNums",
+        "heartbeatThreadPoolNums",
+        "endTransactionThreadPoolNums",
+        "sendThreadPoolQueueCapacity",
+        "pullThreadPoolQueueCapacity",
+        "replyThreadPoolQueueCapacity",
+        "queryThreadPoolQueueCapacity",
+        "clientManagerThreadPoolQueueCapacity",
+        "consumerManagerThreadPoolQueueCapacity",
+        "heartbeatThreadPoolQueueCapacity",
+        "endTransactionPoolQueueCapacity",
+        "waitTimeMillsInSendQueue",
+        "waitTimeMillsInPullQueue",
+        "waitTimeMillsInHeartbeatQueue",
+        "waitTimeMillsInTransactionQueue",
+        # Netty
+        "serverWorkerThreads",
+        "serverCallbackExecutorThreads",
+        "serverSelectorThreads",
+        "serverOnewaySemaphoreValue",
+        "serverAsyncSemaphoreValue",
+        "serverSocketSndBufSize",
+        "serverSocketRcvBufSize",
+        "serverPooledByteBufAllocatorEnable",
+        "useEpollNativeSelector",
+        # store switches with one fixed behaviour here
+        "useReentrantLockWhenPutMessage",
+        "transientStorePoolEnable",
+        "transientStorePoolSize",
+        "warmMapedFileEnable",
+        "flushLeastPagesWhenWarmMapedFile",
+        "fastFailIfNoBufferInStorePool",
+        "duplicationEnable",
+        # environment
+        "rocketmqHome",
+        "fetchNamesrvAddrByAddressServer",
+        "enablePropertyFilter",
+        "filterSupportRetry",
+    }
+)
+
+#: Store sub-directories RocketMQ lets an operator place elsewhere; Apogee
+#: keeps them under storePathRootDir and accepts only those very paths.
+_FIXED_STORE_PATHS = {
+    "storePathCommitLog": "commitlog",
+    "storePathConsumeQueue": "consumequeue",
+    "storePathIndex": "index",
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What a broker process needs; defaults are RocketMQ 4.x BrokerConfig's."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = MASTER_ID
+    # Address written into stored records and registered with name servers;
+    # "" = the listen address when it is a specific one, else this host's.
+    broker_ip1: str = field(default="", metadata={"key": "brokerIP1"})
+    broker_ip2: str = field(default="", metadata={"key": "brokerIP2"})  # HA address
+    listen_port: int = DEFAULT_LISTEN_PORT
+    bind_address: str = "0.0.0.0"
+    ha_listen_port: int = DEFAULT_LISTEN_PORT + 1
+    namesrv_addr: str = ""  # "host:port;host:port"
+    # topics and groups
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    broker_permission: int = 6
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    reject_transaction_message: bool = False
+    # pulls
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = field(default=1000, metadata={"key": "shortPollingTimeMills"})
+    slave_read_enable: bool = False
+    default_query_max_num: int = 32
+    # index (MessageStoreConfig keys the store leaves to the broker)
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    # timers
+    register_name_server_period_ms: int = field(
+        default=30_000, metadata={"key": "registerNameServerPeriod"}
+    )
+    register_broker_timeout_ms: int = field(
+        default=6000, metadata={"key": "registerBrokerTimeoutMills"}
+    )
+    flush_consumer_offset_interval_ms: int = field(
+        default=5000, metadata={"key": "flushConsumerOffsetInterval"}
+    )
+    server_channel_max_idle_time_s: int = field(
+        default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"}
+    )
+    # send responses
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    acl_enable: bool = False
+    store: StoreConfig = field(default_factory=lambda: StoreConfig(Path.home() / "store"))
+
+    def __post_init__(self) -> None:
+        if not perm_is_valid(self.broker_permission):
+            raise ConfigError(f"brokerPermission must be 0..7, got {self.broker_permission}")
+        for key, value in (
+            ("listenPort", self.listen_port),
+            ("haListenPort", self.ha_listen_port),
+        ):
+            if not 0 <= value <= 65535:
+                raise ConfigError(f"{key} must be 0..65535, got {value}")
+        if self.default_topic_queue_nums < 1:
+            raise ConfigError("defaultTopicQueueNums must be at least 1")
+        if self.is_slave and self.broker_id <= MASTER_ID:
+            raise ConfigError("a SLAVE broker needs brokerId > 0")
+        if not self.is_slave and self.broker_id != MASTER_ID:
+            raise ConfigError(f"a master broker must have brokerId 0, got {self.broker_id}")
+        if self.acl_enable:
+            raise ConfigError("aclEnable=true: access control is not supported yet")
+        for name in ("broker_cluster_name", "broker_name"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name} must not be empty")
+
+    # -- derived values -------------------------------------------------------
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store.broker_role is BrokerRole.SLAVE
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def register_period_s(self) -> float:
+        # RocketMQ clamps the period to 10..60 s.
+        return max(10_000, min(self.register_name_server_period_ms, 60_000)) / 1000
+
+    def broker_ip(self) -> str:
+        """The address clients reach this broker at (brokerIP1)."""
+        if self.broker_ip1:
+            return self.broker_ip1
+        if self.bind_address not in ("0.0.0.0", "::", ""):
+            return self.bind_address
+        return local_address()
+
+    def with_port(self, port: int) -> BrokerConfig:
+        """This config with the port actually bound (when listenPort was 0)."""
+        return dataclasses.replace(self, listen_port=port)
+
+
+def local_address() -> str:
+    """This host's outward IPv4 address, as RocketMQ picks brokerIP1; 127.0.0.1 without one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            # connect() on UDP sends nothing; it only selects the outgoing interface
+            probe.connect(("192.0.2.1", 9))
+            address: str = probe.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+    return address
+
+
+def _check_fixed_paths(props: Mapping[str, str], root: Path) -> set[str]:
+    used = set()
+    for key, sub in _FIXED_STORE_PATHS.items():
+        if key not in props:
+            continue
+        if Path(props[key]).expanduser() != root / sub:
+            raise ConfigError(f"{key} must be storePathRootDir/{sub} ({root / sub}), not elsewhere")
+        used.add(key)
+    return used
+
+
+def broker_config_from_properties(
+    props: Mapping[str, str],
+    *,
+    source: str = "",
+    store_overrides: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> BrokerConfig:
+    """Bind broker.conf-style pairs onto BrokerConfig and its StoreConfig.
+
+    ``overrides`` replace broker fields and ``store_overrides`` store fields
+    after the file is applied (command-line options win over the file).
+
+    Raises:
+        ConfigError: an unknown key or a bad value; the message names the key.
+    """
+    store = StoreConfig.from_properties(props, **dict(store_overrides or {}))
+    store_keys = {k for k in props if k in STORE_PROPERTY_KEYS}
+    store_keys |= _check_fixed_paths(props, store.store_path_root_dir)
+    base, used = bind(BrokerConfig(store=store), props)
+    reject_unknown(props, used | store_keys, IGNORED_KEYS, source)
+    return dataclasses.replace(base, **overrides) if overrides else base
+
+
+def load_broker_config(
+    path: Path | None,
+    *,
+    store_overrides: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> BrokerConfig:
+    """Read ``path`` (None: defaults only) and apply the overrides."""
+    props = load_properties(path) if path is not None else {}
+    return broker_config_from_properties(
+        props, source=str(path or ""), store_overrides=store_overrides, **overrides
+    )

@@ -1,0 +1,107 @@
+"""The broker's consumer-group table (RocketMQ SubscriptionGroupManager).
+
+Owns: group name -> SubscriptionGroupConfig, auto-creation of unknown groups
+with RocketMQ's defaults (``autoCreateSubscriptionGroup``), the groups every
+broker knows from the start, the DataVersion and the JSON form of
+``config/subscriptionGroup.json``. Imports: ``apogee.model``,
+``apogee.protocol.bodies``, ``apogee._util.clock``.
+
+No I/O of its own; every change calls the change listeners (persist).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from apogee._util.clock import Clock
+from apogee.model.group import SubscriptionGroupConfig
+from apogee.model.route import DataVersion
+from apogee.model.topic import validate_group
+from apogee.protocol.bodies import (
+    SubscriptionGroupWrapper,
+    decode_subscription_group_wrapper,
+    encode_subscription_group_wrapper,
+)
+
+log = logging.getLogger(__name__)
+
+#: Groups RocketMQ's tools and proxies use; present on every broker.
+SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+)
+
+
+class SubscriptionGroupManager:
+    def __init__(self, clock: Clock, *, auto_create: bool = True) -> None:
+        self._clock = clock
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {
+            name: SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS
+        }
+        self.data_version = DataVersion(timestamp=clock.now_ms())
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        self.data_version = self.data_version.next(self._clock.now_ms())
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("subscription group change listener failed")
+
+    def load(self, data: bytes | None) -> None:
+        if not data:
+            return
+        wrapper = decode_subscription_group_wrapper(data)
+        self.table.update(wrapper.subscription_group_table)
+        if wrapper.data_version.counter or wrapper.data_version.timestamp:
+            self.data_version = wrapper.data_version
+
+    def encode(self) -> bytes:
+        return encode_subscription_group_wrapper(
+            SubscriptionGroupWrapper(dict(self.table), self.data_version)
+        )
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.table.get(group)
+
+    def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; a default one is created when auto-creation is on."""
+        config = self.table.get(group)
+        if config is not None or not self.auto_create:
+            return config
+        problem = validate_group(group)
+        if problem is not None:
+            log.warning("not creating subscription group: %s", problem)
+            return None
+        config = self.table[group] = SubscriptionGroupConfig(group)
+        log.info("auto-created subscription group %s", group)
+        self._changed()
+        return config
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        if self.table.get(config.group_name) == config:
+            return
+        self.table[config.group_name] = config
+        self._changed()
+
+    def delete(self, group: str) -> bool:
+        if self.table.pop(group, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def notify_enabled(self, group: str) -> bool:
+        """Whether consumers of ``group`` hear about membership changes."""
+        config = self.table.get(group)
+        return config is None or config.notify_consumer_ids_changed_enable

@@ -1,0 +1,291 @@
+"""PULL_MESSAGE: checks, the subscription, store.get, the status table, long polling.
+
+Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
+(interface and results only), ``apogee.protocol``, ``apogee.remoting``,
+``apogee.model``, ``apogee.broker``.
+
+* Checks, in order: broker readable (16), group config (26; consumeEnable
+  16), topic exists (17) and readable (16), queue id in range (1), then the
+  subscription: from the request when the SUBSCRIPTION bit is set (TAG
+  expressions only; 23 when unparsable), else the one the group registered
+  by heartbeat (24 if none; 25 if older than the request's subVersion).
+* Filter: the consume-queue tag code first (in the store), then the exact
+  tag string of each found record, so a hash collision never reaches the
+  client; all filtered out = PULL_RETRY_IMMEDIATELY.
+* Status -> code: FOUND 0 (body = the stored records as memoryviews, written
+  with scatter-gather); NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING 20;
+  OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL 19; OFFSET_OVERFLOW_BADLY /
+  OFFSET_TOO_SMALL 21; NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE 21 when
+  the offset is not 0, else 19. Code 0 never goes out with an empty body.
+  Every answer carries nextBeginOffset, minOffset, maxOffset and
+  suggestWhichBrokerId, as strings.
+* A 19 with the SUSPEND bit is parked (long polling: the request's
+  suspendTimeoutMillis; short polling: shortPollingTimeMills) unless it is a
+  re-run of a parked pull. A slave that may not serve reads answers 20.
+* The COMMIT_OFFSET bit stores commitOffset for the group (first run only,
+  masters only, offsets >= 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apogee.broker.clients import ClientRegistry
+from apogee.broker.config import BrokerConfig
+from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.long_polling import PullHoldService
+from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.records import record_properties
+from apogee.broker.topics import TopicConfigManager
+from apogee.codes import ResponseCode
+from apogee.model.client import MessageModel
+from apogee.model.group import SubscriptionGroupConfig
+from apogee.model.message import PROPERTY_TAGS, property_value
+from apogee.model.route import MASTER_ID, readable
+from apogee.model.subscription import EXPRESSION_TAG, SubscriptionData
+from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import PullMessageRequestHeader
+from apogee.remoting.dispatch import RequestContext
+from apogee.store.interface import MessageStore
+from apogee.store.results import GetResult, GetStatus
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    broker_permission: int = 6
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1000
+    slave_read_enable: bool = False
+    is_slave: bool = False
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> PullSettings:
+        return cls(
+            broker_permission=config.broker_permission,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_time_ms=config.short_polling_time_ms,
+            slave_read_enable=config.slave_read_enable,
+            is_slave=config.is_slave,
+        )
+
+
+def pull_code(status: GetStatus, offset: int, found: bool, is_slave: bool = False) -> int:
+    """The response code of a read (the table in the module docstring)."""
+    code = _CODES.get(status)
+    if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+        code = ResponseCode.PULL_OFFSET_MOVED if offset else ResponseCode.PULL_NOT_FOUND
+    elif code == ResponseCode.SUCCESS and not found:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    if is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    return code
+
+
+class _RefusedError(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class PullHandler:
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        clients: ClientRegistry,
+        offsets: ConsumerOffsetManager,
+        holds: PullHoldService,
+        settings: PullSettings,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._clients = clients
+        self._offsets = offsets
+        self._holds = holds
+        self._settings = settings
+        holds.bind(self.resume)
+
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        return self.process(ctx, header, allow_suspend=True)
+
+    def resume(self, ctx: RequestContext, header: PullMessageRequestHeader) -> None:
+        """Run a parked pull again, without parking it, and answer it."""
+        response = self.process(ctx, header, allow_suspend=False)
+        if response is not None:
+            ctx.respond(response)
+
+    # -- processing --------------------------------------------------------------
+
+    def process(
+        self, ctx: RequestContext, header: PullMessageRequestHeader, *, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        request = ctx.request
+        try:
+            group = self._check(header)
+            sub = self._subscription(header)
+        except _RefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
+        if allow_suspend:
+            self._commit_offset(header)
+        codes = None if sub.is_all or sub.class_filter_mode else frozenset(sub.code_set)
+        result = self._store.get(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            header.max_msg_nums,
+            tag_filter=codes,
+            group=header.consumer_group,
+        )
+        if codes is not None and result.messages:
+            _drop_other_tags(result, sub)
+        code = pull_code(
+            result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
+        )
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and allow_suspend
+            and header.sys_flag & FLAG_SUSPEND
+            and not self._holds.closed
+        ):
+            self._holds.hold(ctx, header, codes, self._hold_time_s(header))
+            return None
+        ext = {
+            "suggestWhichBrokerId": str(self._suggest(group, result)),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        if code == ResponseCode.SUCCESS:
+            return request.make_response(code, result.status.value, ext, result.messages)
+        return request.make_response(code, result.status.value, ext)
+
+    def _commit_offset(self, header: PullMessageRequestHeader) -> None:
+        """The COMMIT_OFFSET piggy-back (first run only, masters only)."""
+        if (
+            header.sys_flag & FLAG_COMMIT_OFFSET
+            and not self._settings.is_slave
+            and header.commit_offset >= 0
+        ):
+            self._offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+
+    def _hold_time_s(self, header: PullMessageRequestHeader) -> float:
+        if self._settings.long_polling_enable:
+            return max(header.suspend_timeout_millis, 0) / 1000
+        return self._settings.short_polling_time_ms / 1000
+
+    def _suggest(self, group: SubscriptionGroupConfig, result: GetResult) -> int:
+        if not self._settings.slave_read_enable:
+            return MASTER_ID
+        if result.suggest_pulling_from_slave:
+            return group.which_broker_when_consume_slowly
+        return group.broker_id
+
+    # -- checks ------------------------------------------------------------------
+
+    def _check(self, header: PullMessageRequestHeader) -> SubscriptionGroupConfig:
+        settings = self._settings
+        if not readable(settings.broker_permission):
+            raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not readable")
+        if settings.is_slave and not settings.slave_read_enable:
+            raise _RefusedError(
+                ResponseCode.PULL_RETRY_IMMEDIATELY, "the slave does not serve reads"
+            )
+        group = self._groups.find_or_create(header.consumer_group)
+        if group is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, f"group {group.group_name} may not consume"
+            )
+        topic = self._topics.select(header.topic)
+        if topic is None:
+            raise _RefusedError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
+        if not readable(topic.perm):
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] is not readable"
+            )
+        if not 0 <= header.queue_id < topic.read_queue_nums:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic {header.topic} has "
+                f"{topic.read_queue_nums} read queues",
+            )
+        return group
+
+    def _subscription(self, header: PullMessageRequestHeader) -> SubscriptionData:
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            expression_type = header.expression_type or EXPRESSION_TAG
+            if expression_type != EXPRESSION_TAG:
+                raise _RefusedError(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"expression type {expression_type} is not supported, only TAG",
+                )
+            return SubscriptionData.build(
+                header.topic, header.subscription, sub_version=header.sub_version
+            )
+        info = self._clients.consumer_group(header.consumer_group)
+        if info is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"consumer group [{header.consumer_group}] is not online",
+            )
+        group = self._groups.get(header.consumer_group)
+        if (
+            info.message_model is MessageModel.BROADCASTING
+            and group is not None
+            and not group.consume_broadcast_enable
+        ):
+            raise _RefusedError(ResponseCode.NO_PERMISSION, "broadcast consumption is disabled")
+        sub = info.subscriptions.get(header.topic)
+        if sub is None:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription of {header.topic} does not exist",
+            )
+        if sub.sub_version < header.sub_version:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription is not latest"
+            )
+        return sub
+
+
+def _drop_other_tags(result: GetResult, sub: SubscriptionData) -> None:
+    """Keep only records whose TAGS is one of the subscription's (hash collisions out)."""
+    tags = sub.tags_set
+    pairs = [
+        (view, offset)
+        for view, offset in zip(result.messages, result.queue_offsets, strict=True)
+        if property_value(record_properties(view), PROPERTY_TAGS) in tags
+    ]
+    if len(pairs) != len(result.messages):
+        result.messages = [view for view, _ in pairs]
+        result.queue_offsets = [offset for _, offset in pairs]
+        result.total_bytes = sum(view.nbytes for view in result.messages)

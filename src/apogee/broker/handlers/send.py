@@ -1,0 +1,336 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: checks, store.put, the answer.
+
+Owns: RocketMQ's msgCheck (permissions, topic name, auto-creation, queue
+id), the broker's additions to a message (CLUSTER, born and store hosts,
+the delayed-message placement), batch bodies (inflated as a whole when the
+C++ client compressed them), SYNC_FLUSH waits and the store-status ->
+response-code table. Imports: ``apogee.store`` (interface, results, config),
+``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
+
+Hot path: the handler is synchronous and answers inline. Only a SYNC_FLUSH
+send with WAIT=true is answered later, from the group-commit future (one
+loop callback per flushed generation, never a task per request). Topics that
+passed the name and permission checks are cached until the topic table
+changes.
+
+Status -> code (SendMessageProcessor.handlePutMessageResult):
+
+    PUT_OK 0 | FLUSH_DISK_TIMEOUT 10 | SLAVE_NOT_AVAILABLE 11 | FLUSH_SLAVE_TIMEOUT 12
+    (all four carry msgId/queueId/queueOffset: the message is stored)
+    MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED 13 | SERVICE_NOT_AVAILABLE 14
+    CREATE_MAPPED_FILE_FAILED, OS_PAGECACHE_BUSY, UNKNOWN_ERROR 1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from apogee.broker.config import BrokerConfig
+from apogee.broker.records import InflateError, inflate
+from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
+from apogee.broker.topics import TopicConfigManager
+from apogee.codes import ResponseCode
+from apogee.errors import ProtocolError
+from apogee.model.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_TRANSACTION_PREPARED,
+    HostPort,
+    StoreBatch,
+    StoreMessage,
+)
+from apogee.model.message_codec import MAX_TOPIC_LENGTH_V1, decode_batch
+from apogee.model.route import writeable
+from apogee.model.topic import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+    validate_topic,
+)
+from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
+from apogee.remoting.connection import Connection
+from apogee.remoting.dispatch import RequestContext
+from apogee.store.config import FlushDiskType
+from apogee.store.interface import MessageStore
+from apogee.store.results import PutResult, PutStatus
+
+_STORED_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+}
+_FAILED_CODES = {
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+_WAIT_FALSE = "WAIT\x01false"
+_TRAN_MARKER = PROPERTY_TRANSACTION_PREPARED + "\x01true"
+_UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
+_UNIT_SUB_TOPIC_FLAG = 0x2  # TopicSysFlag: UNIT_SUB (retry topics)
+
+
+@dataclass(frozen=True, slots=True)
+class SendSettings:
+    cluster_name: str
+    store_host: HostPort
+    broker_permission: int
+    max_delay_level: int
+    max_message_size_bytes: int
+    sync_flush: bool = False
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendSettings:
+        return cls(
+            cluster_name=config.broker_cluster_name,
+            store_host=store_host,
+            broker_permission=config.broker_permission,
+            max_delay_level=len(config.store.delay_levels_ms),
+            max_message_size_bytes=config.store.max_message_size_bytes,
+            sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            region_id=config.region_id,
+            trace_on=config.trace_on,
+        )
+
+
+class _RefusedError(Exception):
+    """A msgCheck failure: the response code and remark to answer with."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+Waiter = tuple[RequestContext, PutResult, int]
+
+
+class SendHandler:
+    """Serves the three send codes; see the module docstring."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        settings: SendSettings,
+        *,
+        on_stored: Callable[[], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._settings = settings
+        self._on_stored = on_stored
+        self._loop = loop
+        self._store_host = settings.store_host
+        self._cluster_property = f"CLUSTER\x01{settings.cluster_name}\x02"
+        self._trace_on = "true" if settings.trace_on else "false"
+        self._ready: dict[str, TopicConfig] = {}  # topics that passed msgCheck
+        topics.add_listener(self._ready.clear)
+        self._born: dict[Connection, HostPort] = {}
+        self._flushing: dict[Future[PutStatus], list[Waiter]] = {}
+
+    # -- entry -----------------------------------------------------------------
+
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = decode_send_header(request.code, request.ext_fields)
+        try:
+            config = self._ready.get(header.topic) or self._check_topic(header)
+            queue_id = self._queue_id(header, config, ctx)
+            if header.batch:
+                result = self._put_batch(ctx, request, header, queue_id)
+            else:
+                result = self._put_one(ctx, request, header, queue_id)
+        except _RefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
+        if result.status.is_stored:
+            self._on_stored()
+            wait = self._settings.sync_flush and _WAIT_FALSE not in (header.properties or "")
+            if wait and result.status is PutStatus.PUT_OK:
+                return self._after_flush(ctx, result, queue_id)
+        return self._response(request, result.status, result, queue_id)
+
+    # -- msgCheck ----------------------------------------------------------------
+
+    def _check_topic(self, header: SendMessageRequestHeader) -> TopicConfig:
+        topic = header.topic
+        if not writeable(self._settings.broker_permission):
+            raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not writeable")
+        problem = validate_topic(topic)
+        if problem is not None:
+            raise _RefusedError(ResponseCode.SYSTEM_ERROR, problem)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, f"sending to topic {topic} is forbidden"
+            )
+        config = self._topics.select(topic) or self._create(header)
+        if config is None:
+            raise _RefusedError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not writeable(config.perm):
+            raise _RefusedError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] is not writeable")
+        self._ready[topic] = config
+        return config
+
+    def _create(self, header: SendMessageRequestHeader) -> TopicConfig | None:
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            flag = _UNIT_SUB_TOPIC_FLAG if header.unit_mode else 0
+            return self._topics.create_in_send_back(header.topic, 1, topic_sys_flag=flag)
+        flag = _UNIT_TOPIC_FLAG if header.unit_mode else 0
+        return self._topics.create_in_send(
+            header.topic, header.default_topic, header.default_topic_queue_nums, flag
+        )
+
+    @staticmethod
+    def _queue_id(
+        header: SendMessageRequestHeader, config: TopicConfig, ctx: RequestContext
+    ) -> int:
+        queue_id = header.queue_id
+        if queue_id < 0:
+            return random.randrange(max(config.write_queue_nums, 1))
+        if queue_id >= max(config.read_queue_nums, config.write_queue_nums):
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {config.topic_name} has "
+                f"{config.write_queue_nums} queues; producer {ctx.peer}",
+            )
+        return queue_id
+
+    # -- putting -----------------------------------------------------------------
+
+    def _born_host(self, ctx: RequestContext) -> HostPort:
+        conn = ctx.connection
+        host = self._born.get(conn)
+        if host is None:
+            address, _, port = conn.peer.rpartition(":")
+            host = self._born[conn] = (address, int(port) if port.isdigit() else 0)
+        return host
+
+    def connection_closed(self, conn: Connection) -> None:
+        self._born.pop(conn, None)
+
+    def _properties(self, header: SendMessageRequestHeader) -> str:
+        props = header.properties or ""
+        if props and not props.endswith("\x02"):
+            props += "\x02"
+        return props + self._cluster_property
+
+    def _put_one(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+    ) -> PutResult:
+        props = self._properties(header)
+        topic, store_qid = header.topic, queue_id
+        if _TRAN_MARKER in props:
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION, "transaction messages are not supported"
+            )
+        if DELAY_MARKER in props:
+            try:
+                placed = schedule_placement(topic, queue_id, props, self._settings.max_delay_level)
+            except BadDelayLevelError as exc:
+                raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+            if placed is not None:
+                topic, store_qid, props = placed.topic, placed.queue_id, placed.properties
+        body = request.body
+        if not isinstance(body, bytes | bytearray | memoryview):
+            body = request.body_bytes()
+        msg = StoreMessage(
+            topic, store_qid, body, props, header.flag, header.sys_flag, header.born_timestamp,
+            self._born_host(ctx), self._store_host, header.reconsume_times or 0,
+        )  # fmt: skip
+        return self._store.put(msg)
+
+    def _put_batch(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+    ) -> PutResult:
+        topic = header.topic
+        if len(topic) > MAX_TOPIC_LENGTH_V1:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "topic of a batch is too long")
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise _RefusedError(
+                ResponseCode.MESSAGE_ILLEGAL, "batch sends to retry topics are refused"
+            )
+        body: bytes | memoryview = request.body_bytes()
+        sys_flag = header.sys_flag
+        try:
+            if sys_flag & COMPRESSED_FLAG:
+                # The C++ client compresses a whole batch body of 4 KiB or more.
+                body = inflate(body, self._settings.max_message_size_bytes)
+                sys_flag &= ~COMPRESSED_FLAG
+            items = decode_batch(body)
+        except (InflateError, ProtocolError) as exc:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        batch = StoreBatch(
+            topic, queue_id, items, self._properties(header), sys_flag, header.born_timestamp,
+            self._born_host(ctx), self._store_host, header.reconsume_times or 0,
+        )  # fmt: skip
+        return self._store.put_batch(batch)
+
+    # -- answering ---------------------------------------------------------------
+
+    def _response(
+        self, request: RemotingCommand, status: PutStatus, result: PutResult, queue_id: int
+    ) -> RemotingCommand:
+        code = _STORED_CODES.get(status)
+        if code is None:
+            remark = f"{status.value}: {result.reason}" if result.reason else status.value
+            return request.make_response(
+                _FAILED_CODES.get(status, ResponseCode.SYSTEM_ERROR), remark
+            )
+        ext = {
+            "msgId": result.msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": self._settings.region_id,
+            "TRACE_ON": self._trace_on,
+        }
+        return request.make_response(code, None, ext)
+
+    def _after_flush(
+        self, ctx: RequestContext, result: PutResult, queue_id: int
+    ) -> RemotingCommand | None:
+        future = self._store.flush_future(result)
+        if future.done():
+            return self._response(ctx.request, future.result(), result, queue_id)
+        waiters = self._flushing.get(future)
+        if waiters is None:
+            waiters = self._flushing[future] = []
+            future.add_done_callback(self._flushed_elsewhere)
+        waiters.append((ctx, result, queue_id))
+        return None
+
+    def _flushed_elsewhere(self, future: Future[PutStatus]) -> None:
+        # Runs on the group-commit thread: hop onto the loop once per generation.
+        self._loop.call_soon_threadsafe(self._flushed, future)
+
+    def _flushed(self, future: Future[PutStatus]) -> None:
+        status = future.result()
+        for ctx, result, queue_id in self._flushing.pop(future, ()):
+            ctx.respond(self._response(ctx.request, status, result, queue_id))
+
+    @property
+    def waiting_for_flush(self) -> int:
+        return sum(len(w) for w in self._flushing.values())
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until every SYNC_FLUSH send is answered; False on timeout."""
+        deadline = self._loop.time() + timeout_s
+        while self._flushing and self._loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        return not self._flushing

@@ -1,0 +1,173 @@
+"""Telling the name servers about this broker: REGISTER_BROKER and UNREGISTER_BROKER.
+
+Owns: the registration request (header + RegisterBrokerBody with the topic
+wrapper and its DataVersion, reference §3.4), sending it to every name
+server at once, what the answers say (masterAddr, haServerAddr, kept for
+slaves and HA), and the registration loop: at start, every
+registerNameServerPeriod (30 s) and as soon as the topic table changes.
+Imports: asyncio, zlib-ng, ``apogee.protocol``, ``apogee.remoting``, ``apogee.errors``.
+
+A name server that does not answer is logged and retried on the next round;
+the other name servers are not held up by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zlib_ng.zlib_ng import crc32
+
+from apogee.codes import RequestCode, ResponseCode
+from apogee.errors import ApogeeError
+from apogee.protocol.bodies import (
+    RegisterBrokerBody,
+    TopicConfigWrapper,
+    encode_register_broker_body,
+)
+from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
+from apogee.remoting.client import RemotingClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str  # ip:port clients use
+    ha_server_addr: str
+
+
+class NamesrvRegistrar:
+    """Registers one broker with every configured name server."""
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        namesrv_addrs: list[str],
+        identity: BrokerIdentity,
+        topics: Callable[[], TopicConfigWrapper],
+        *,
+        timeout_s: float = 6.0,
+    ) -> None:
+        self._client = client
+        self.namesrv_addrs = namesrv_addrs
+        self.identity = identity
+        self._topics = topics
+        self._timeout_s = timeout_s
+        self.master_addr: str | None = None
+        self.ha_server_addr: str | None = None
+        self.registrations = 0  # rounds with at least one name server answering 0
+
+    def _register_request(self) -> RemotingCommand:
+        ident = self.identity
+        body = encode_register_broker_body(RegisterBrokerBody(self._topics()))
+        header = RegisterBrokerRequestHeader(
+            broker_name=ident.broker_name,
+            broker_addr=ident.broker_addr,
+            cluster_name=ident.cluster_name,
+            ha_server_addr=ident.ha_server_addr,
+            broker_id=ident.broker_id,
+            compressed=False,
+            body_crc32=_java_crc32(body),
+        )
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
+
+    async def register_all(self) -> int:
+        """Register with every name server; the number that accepted."""
+        if not self.namesrv_addrs:
+            return 0
+        results = await asyncio.gather(*(self._register(addr) for addr in self.namesrv_addrs))
+        accepted = sum(results)
+        if accepted:
+            self.registrations += 1
+        return accepted
+
+    async def _register(self, addr: str) -> bool:
+        try:
+            response = await self._client.invoke(addr, self._register_request(), self._timeout_s)
+        except ApogeeError as exc:
+            log.warning("register broker with name server %s failed: %s", addr, exc)
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.warning(
+                "name server %s refused the registration: %d %s",
+                addr,
+                response.code,
+                response.remark,
+            )
+            return False
+        answer = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
+        self.master_addr = answer.master_addr or self.master_addr
+        self.ha_server_addr = answer.ha_server_addr or self.ha_server_addr
+        return True
+
+    async def unregister_all(self) -> None:
+        ident = self.identity
+        header = UnregisterBrokerRequestHeader(
+            ident.broker_name, ident.broker_addr, ident.cluster_name, ident.broker_id
+        )
+
+        async def one(addr: str) -> None:
+            request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_ext())
+            try:
+                await self._client.invoke(addr, request, self._timeout_s)
+            except ApogeeError as exc:
+                log.warning("unregister broker from name server %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(addr) for addr in self.namesrv_addrs))
+
+
+def _java_crc32(data: bytes) -> int:
+    """CRC32 as Java's UtilAll.crc32 reports it: a non-negative int (top bit cleared)."""
+    return crc32(data) & 0x7FFFFFFF
+
+
+class RegistrationService:
+    """Registers at start, again after ``first_delay_s`` (RocketMQ: 10 s), then every
+    ``period_s``, and soon after ``request()``."""
+
+    def __init__(
+        self, registrar: NamesrvRegistrar, period_s: float, first_delay_s: float = 10.0
+    ) -> None:
+        self._registrar = registrar
+        self._period_s = period_s
+        self._next_wait_s = min(first_delay_s, period_s)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def request(self) -> None:
+        """Register again soon (the topic table changed)."""
+        self._wake.set()
+
+    async def start(self) -> None:
+        """Register once now, then keep registering in the background."""
+        await self._registrar.register_all()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="registration")
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._period_s)
+            self._wake.clear()
+            try:
+                await self._registrar.register_all()
+            except Exception:
+                log.exception("registration round failed")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,178 @@
+"""The broker's background work as small start/stop objects on the event loop.
+
+Owns: PeriodicTask (one callable every N seconds: offset persistence,
+client expiry, store cleaning), DispatchDriver (moves the store's dispatch
+cursor right after puts, coalesced, so long-polled pulls wake within a loop
+turn) and ConfigFiles (writes the managers' JSON files on a worker thread).
+Imports: asyncio, ``apogee._util.fileio``, stdlib.
+
+Invariants: nothing here blocks the loop on the disk (file writes run in
+``asyncio.to_thread``; one write per file at a time, newest content wins);
+a failing round is logged and the task keeps its schedule; ``stop`` waits
+for a round in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from apogee._util.fileio import atomic_write
+from apogee.errors import ConfigError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+Work = Callable[[], object] | Callable[[], Awaitable[object]]
+
+
+class PeriodicTask:
+    """Runs ``work`` every ``interval_s`` (first after ``first_delay_s``)."""
+
+    def __init__(
+        self, name: str, interval_s: float, work: Work, *, first_delay_s: float | None = None
+    ) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self.first_delay_s = interval_s if first_delay_s is None else first_delay_s
+        self._work = work
+        self._task: asyncio.Task[None] | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def _run(self) -> None:
+        await asyncio.sleep(self.first_delay_s)
+        while True:
+            try:
+                result = self._work()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("%s failed", self.name)
+            self.rounds += 1
+            await asyncio.sleep(self.interval_s)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class DispatchDriver:
+    """Runs ``step(batch)`` soon after ``kick`` and keeps going while there is work.
+
+    ``kick`` costs one attribute test when a run is already scheduled, so the
+    send path calls it after every put. A safety tick also runs the step
+    every ``tick_s``, for records that arrive without a put (replication).
+    """
+
+    def __init__(self, step: Callable[[int], int], *, batch: int = 1024, tick_s: float = 0.2):
+        self._step = step
+        self._batch = batch
+        self._scheduled = False
+        self._stopped = True
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick = PeriodicTask("dispatch-tick", tick_s, self.kick)
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = False
+        self._tick.start()
+
+    def kick(self) -> None:
+        if not self._scheduled and not self._stopped:
+            self._scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        if self._stopped:
+            return
+        try:
+            done = self._step(self._batch)
+        except Exception:
+            log.exception("dispatch step failed")
+            return
+        if done >= self._batch:
+            self.kick()  # more to do: let other callbacks run in between
+
+    def drain(self) -> None:
+        """Dispatch everything appended so far, now."""
+        while self._step(self._batch) >= self._batch:
+            pass
+
+    async def stop(self) -> None:
+        self._stopped = True
+        await self._tick.stop()
+
+
+class ConfigFiles:
+    """Writes small JSON files atomically on a worker thread."""
+
+    def __init__(self, write: Callable[[Path, bytes], None] = atomic_write) -> None:
+        self._write = write
+        self._locks: dict[Path, asyncio.Lock] = {}
+        self._latest: dict[Path, bytes] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def save(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to ``path``; a newer save of the same path supersedes it."""
+        self._latest[path] = data
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            content = self._latest.pop(path, None)
+            if content is None:
+                return  # a later save already wrote newer content
+            await asyncio.to_thread(self._write, path, content)
+
+    def save_soon(self, path: Path, data: bytes) -> None:
+        """``save`` in the background (change listeners cannot await)."""
+        task = asyncio.get_running_loop().create_task(self._save_logged(path, data))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _save_logged(self, path: Path, data: bytes) -> None:
+        try:
+            await self.save(path, data)
+        except OSError:
+            log.exception("cannot write %s", path)
+
+    @staticmethod
+    def load(path: Path, apply: Callable[[bytes], None]) -> bool:
+        """Apply ``path``'s content, or its ``.bak`` when the file is unreadable.
+
+        Returns False when neither exists (a new broker).
+
+        Raises:
+            ConfigError: both exist and neither parses; names the file.
+        """
+        problem: ProtocolError | None = None
+        for candidate in (path, path.with_name(path.name + ".bak")):
+            try:
+                data = candidate.read_bytes()
+            except FileNotFoundError:
+                continue
+            try:
+                apply(data)
+            except ProtocolError as exc:
+                log.warning("%s is unreadable: %s", candidate, exc)
+                problem = exc
+                continue
+            return True
+        if problem is not None:
+            raise ConfigError(f"{path}: {problem}")
+        return False
+
+    async def flush(self) -> None:
+        """Wait for every background save started so far."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)

@@ -1,0 +1,225 @@
+"""Cluster fixtures: name servers and brokers in-process, or as real ``apogee`` processes.
+
+Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
+``run_namesrv`` / ``run_broker`` (async context managers serving on
+127.0.0.1, port 0 by default, in the caller's event loop) and
+``NamesrvProcess`` / ``BrokerProcess`` (``python -m apogee namesrv|broker``
+subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
+cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
+store), and ``eventually`` (poll an async check until it holds). Imports:
+anything; nothing in ``apogee`` imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from apogee.broker.broker import Broker
+from apogee.broker.config import BrokerConfig
+from apogee.namesrv.config import NamesrvConfig
+from apogee.namesrv.server import NameServer
+from apogee.store.config import StoreConfig
+
+T = TypeVar("T")
+
+#: Store settings for tests: files of a few MiB instead of 1 GiB, a tiny index.
+SMALL_STORE_PROPERTIES: dict[str, str] = {
+    "mappedFileSizeCommitLog": str(8 << 20),
+    "mappedFileSizeConsumeQueue": str(20 * 4000),
+    "maxHashSlotNum": "4000",
+    "maxIndexNum": "16000",
+}
+
+
+def test_broker_config(store_dir: Path, namesrv_addr: str = "", **overrides: Any) -> BrokerConfig:
+    """A broker on 127.0.0.1, port 0, small files under ``store_dir``.
+
+    ``overrides`` are BrokerConfig fields; a ``store`` mapping holds StoreConfig fields.
+    """
+    store_fields: dict[str, Any] = {
+        "store_path_root_dir": store_dir,
+        "mapped_file_size_commit_log_bytes": 8 << 20,
+        "mapped_file_size_consume_queue_bytes": 20 * 4000,
+        "prefault_ahead_bytes": 0,
+        **overrides.pop("store", {}),
+    }
+    fields: dict[str, Any] = {
+        "bind_address": "127.0.0.1",
+        "listen_port": 0,
+        "namesrv_addr": namesrv_addr,
+        "max_hash_slot_num": 4000,
+        "max_index_num": 16000,
+        **overrides,
+    }
+    return BrokerConfig(store=StoreConfig(**store_fields), **fields)
+
+
+test_broker_config.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+@asynccontextmanager
+async def run_namesrv(state_dir: Path, port: int = 0) -> AsyncIterator[NameServer]:
+    """A started NameServer on 127.0.0.1; its address is ``f"127.0.0.1:{ns.port}"``."""
+    config = NamesrvConfig(
+        bind_address="127.0.0.1", listen_port=port, kv_config_path=str(state_dir / "kvConfig.json")
+    )
+    server = NameServer(config)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@asynccontextmanager
+async def run_broker(
+    store_dir: Path, namesrv_addr: str = "", **overrides: Any
+) -> AsyncIterator[Broker]:
+    """A started Broker (``test_broker_config`` with ``overrides``); ``broker.address``."""
+    broker = Broker(test_broker_config(store_dir, namesrv_addr, **overrides))
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.stop()
+
+
+# -- real processes ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound once, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
+
+
+class _Process:
+    """One ``python -m apogee <command>`` process that can be stopped, killed and restarted."""
+
+    def __init__(self, args: list[str], port: int, log_path: Path) -> None:
+        self.args = args
+        self.port = port
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115  # handed to the child
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "apogee", *self.args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        finally:
+            log.close()
+        wait_listening(self.port, self.proc, timeout_s)
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM and wait; the exit code (a stuck process is killed: -9)."""
+        proc = self.proc
+        if proc is None:
+            return 0
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.proc = None
+        return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        proc = self.proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> _Process:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NamesrvProcess(_Process):
+    def __init__(self, state_dir: Path, port: int | None = None) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        port = port or free_port()
+        args = ["namesrv", "--listen", f"127.0.0.1:{port}"]
+        args += ["--kv-config", str(state_dir / "kvConfig.json")]
+        super().__init__(args, port, state_dir / "namesrv.log")
+
+
+class BrokerProcess(_Process):
+    """``apogee broker`` with a broker.conf written from ``properties`` (small files by default)."""
+
+    def __init__(
+        self,
+        store_dir: Path,
+        namesrv_addr: str,
+        *,
+        port: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        store_dir.mkdir(parents=True, exist_ok=True)
+        port = port or free_port()
+        conf = store_dir.parent / f"{store_dir.name}.conf"
+        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", **(properties or {})}
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
+        args += ["--store", str(store_dir), "-c", str(conf)]
+        super().__init__(args, port, store_dir.parent / f"{store_dir.name}.log")
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], timeout_s: float = 5.0, interval_s: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy; AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(interval_s)

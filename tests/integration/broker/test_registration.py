@@ -1,0 +1,94 @@
+"""A real NameServer and Broker in-process: registration, prompt topic routes, unregistration."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from pathlib import Path
+
+from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar, RegistrationService
+from apogee.codes import RequestCode
+from apogee.model.client import ConsumerData, HeartbeatData
+from apogee.model.route import DataVersion, TopicRouteData
+from apogee.model.topic import TopicConfig
+from apogee.protocol.bodies import (
+    RegisterBrokerBody,
+    TopicConfigWrapper,
+    encode_heartbeat,
+    encode_register_broker_body,
+)
+from apogee.protocol.command import RemotingCommand
+from apogee.remoting.client import RemotingClient
+from apogee.testing.cluster import eventually, run_broker, run_namesrv
+from apogee.testing.namesrv import get_route
+from tests.integration.broker.wire import send
+
+
+async def test_a_broker_registers_its_topics_and_new_ones_at_once(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        ns_addr = f"127.0.0.1:{ns.port}"
+        async with run_broker(tmp_path / "store", ns_addr) as broker:
+            route = await get_route(client, ns_addr, "TBW102")
+            assert route is not None
+            assert route.broker_datas[0].broker_addrs == {0: broker.address}
+            assert route.queue_datas[0].perm == 7
+
+            assert await get_route(client, ns_addr, "Fresh") is None
+            await send(client, broker.address, "Fresh")
+
+            async def fresh_routed() -> TopicRouteData | None:
+                return await get_route(client, ns_addr, "Fresh")
+
+            await eventually(fresh_routed)  # long before the 30 s round
+
+            beat = HeartbeatData("id-1", consumers=(ConsumerData("cg"),))
+            request = RemotingCommand.request(RequestCode.HEART_BEAT, body=encode_heartbeat(beat))
+            await client.invoke(broker.address, request)
+
+            async def retry_routed() -> TopicRouteData | None:
+                return await get_route(client, ns_addr, "%RETRY%cg")
+
+            await eventually(retry_routed)
+
+        # stopping unregisters: the name server forgets the broker's topics at once
+        assert await get_route(client, ns_addr, "Fresh") is None
+
+
+async def test_registration_repeats_and_survives_a_missing_name_server(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        registrar = NamesrvRegistrar(
+            client,
+            [f"127.0.0.1:{ns.port}", "127.0.0.1:1"],  # the second one is not there
+            BrokerIdentity("C", "b", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
+            lambda: TopicConfigWrapper({}, DataVersion(1, 1)),
+            timeout_s=1,
+        )
+        service = RegistrationService(registrar, period_s=0.05)
+        await service.start()
+        try:
+            await asyncio.sleep(0.3)
+        finally:
+            await service.stop()
+        assert registrar.registrations >= 3
+        assert registrar.master_addr is None  # a master is told no master address
+
+
+async def test_a_body_whose_crc_has_the_top_bit_set_is_accepted(tmp_path: Path) -> None:
+    # Java's UtilAll.crc32 clears the top bit; both sides must agree on that
+    def wrapper(name: str) -> TopicConfigWrapper:
+        return TopicConfigWrapper({name: TopicConfig(name)}, DataVersion(1, 1))
+
+    name = next(
+        f"T{i}"
+        for i in range(1000)
+        if zlib.crc32(encode_register_broker_body(RegisterBrokerBody(wrapper(f"T{i}")))) >> 31
+    )
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        registrar = NamesrvRegistrar(
+            client,
+            [f"127.0.0.1:{ns.port}"],
+            BrokerIdentity("C", "b", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
+            lambda: wrapper(name),
+        )
+        assert await registrar.register_all() == 1
+        assert await get_route(client, f"127.0.0.1:{ns.port}", name) is not None

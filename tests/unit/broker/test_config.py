@@ -1,0 +1,106 @@
+"""BrokerConfig from a broker.conf: RocketMQ keys, store keys, ignored keys, unknown keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apogee.broker.config import BrokerConfig, broker_config_from_properties, load_broker_config
+from apogee.errors import ConfigError
+from apogee.store.config import BrokerRole, FlushDiskType
+
+OPERATOR_CONF = """\
+# a typical broker.conf from a RocketMQ installation
+brokerClusterName = DefaultCluster
+brokerName = broker-b
+brokerId = 0
+deleteWhen = 04
+fileReservedTime = 48
+brokerRole = ASYNC_MASTER
+flushDiskType = SYNC_FLUSH
+namesrvAddr=10.0.0.1:9876;10.0.0.2:9876
+listenPort=10921
+brokerIP1=10.0.0.5
+storePathRootDir={root}
+storePathCommitLog={root}/commitlog
+autoCreateTopicEnable=false
+sendMessageThreadPoolNums=16
+useReentrantLockWhenPutMessage=true
+maxMessageSize=65536
+longPollingEnable=false
+"""
+
+
+def test_an_operators_broker_conf_loads(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(OPERATOR_CONF.format(root=tmp_path / "store"))
+
+    config = load_broker_config(conf)
+
+    assert config.broker_name == "broker-b"
+    assert config.namesrv_addrs == ["10.0.0.1:9876", "10.0.0.2:9876"]
+    assert config.listen_port == 10921
+    assert config.broker_ip() == "10.0.0.5"
+    assert not config.auto_create_topic_enable
+    assert not config.long_polling_enable
+    assert config.store.store_path_root_dir == tmp_path / "store"
+    assert config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert config.store.file_reserved_time_hours == 48
+    assert config.store.max_message_size_bytes == 65536
+    assert config.store.broker_role is BrokerRole.ASYNC_MASTER
+
+
+def test_unknown_keys_are_named(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nbrokerNmae=typo\n")
+    with pytest.raises(ConfigError, match=r"'brokerNmae' in .*broker\.conf"):
+        load_broker_config(conf)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"listenPort": "port"}, "listenPort"),
+        ({"brokerPermission": "9"}, "brokerPermission"),
+        ({"brokerId": "1"}, "brokerId 0"),
+        ({"brokerRole": "SLAVE"}, "brokerId > 0"),
+        ({"flushDiskType": "SOMETIMES"}, "flushDiskType"),
+        ({"aclEnable": "true"}, "aclEnable"),
+        ({"storePathCommitLog": "/elsewhere/commitlog"}, "storePathCommitLog"),
+    ],
+)
+def test_bad_values_are_named(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        broker_config_from_properties({"storePathRootDir": "/tmp/s", **props})
+
+
+def test_command_line_overrides_win(tmp_path: Path) -> None:
+    config = broker_config_from_properties(
+        {"listenPort": "10921", "storePathRootDir": "/x"},
+        listen_port=0,
+        store_overrides={"store_path_root_dir": tmp_path},
+    )
+    assert config.listen_port == 0
+    assert config.store.store_path_root_dir == tmp_path
+
+
+def test_defaults_are_rocketmqs() -> None:
+    config = BrokerConfig()
+    assert (config.listen_port, config.default_topic_queue_nums, config.broker_permission) == (
+        10911,
+        8,
+        6,
+    )
+    assert config.register_period_s == 30
+    assert config.long_polling_enable and config.auto_create_topic_enable
+
+
+def test_register_period_is_clamped_to_10_to_60_seconds() -> None:
+    fast = broker_config_from_properties({"registerNameServerPeriod": "1000"})
+    slow = broker_config_from_properties({"registerNameServerPeriod": "600000"})
+    assert (fast.register_period_s, slow.register_period_s) == (10, 60)
+
+
+def test_broker_ip_comes_from_the_bind_address_when_specific() -> None:
+    assert BrokerConfig(bind_address="127.0.0.1").broker_ip() == "127.0.0.1"
