@@ -143,3 +143,21 @@ async def test_message_commands_name_what_is_missing(
     assert missing.exit_code == 1
     assert missing.stderr.startswith("Error: queryMsgById failed: SYSTEM_ERROR: ")
     assert missing.stderr.count("\n") == 1
+
+
+async def test_route_and_topics_as_the_broker_registered_them(
+    cluster: tuple[str, Broker], admin_cli: AdminCli
+) -> None:
+    ns, broker = cluster
+    route = json_of(await admin_cli("topicRoute", "-n", ns, "-t", TOPIC, "--json"))
+    assert route["brokerDatas"] == [
+        {
+            "brokerAddrs": {"0": broker.address},
+            "brokerName": "broker-a",
+            "cluster": "DefaultCluster",
+        }
+    ]
+    [queues] = route["queueDatas"]
+    assert (queues["readQueueNums"], queues["writeQueueNums"], queues["perm"]) == (4, 4, 6)
+    topics = json_of(await admin_cli("topicList", "-n", ns, "-c", "--json"))["topics"]
+    assert {"topic": TOPIC, "clusters": ["DefaultCluster"]} in topics
