@@ -66,7 +66,7 @@ class Broker:
         self.config = config
         self.clock = clock
         self.config_dir = config.store.store_path_root_dir / "config"
-        self.topics = TopicConfigManager(_topic_defaults(config), clock)
+        self.topics = TopicConfigManager(TopicDefaults.from_config(config), clock)
         self.groups = SubscriptionGroupManager(
             clock, auto_create=config.auto_create_subscription_group
         )
@@ -80,13 +80,9 @@ class Broker:
             clock, self.to_clients.notify_consumer_ids_changed, self.groups.notify_enabled
         )
         self.table = HandlerTable()
+        idle_s = float(config.server_channel_max_idle_time_s)
         self.server = RemotingServer(
-            self.table,
-            ServerConfig(
-                host=config.bind_address,
-                port=config.listen_port,
-                idle_timeout_s=float(config.server_channel_max_idle_time_s),
-            ),
+            self.table, ServerConfig(config.bind_address, config.listen_port, idle_timeout_s=idle_s)
         )
         self.namesrv_client = RemotingClient(ClientConfig())
         self.store: FileMessageStore | None = None
@@ -246,20 +242,6 @@ class Broker:
         await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
         await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
         await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
-
-
-def _topic_defaults(config: BrokerConfig) -> TopicDefaults:
-    return TopicDefaults(
-        cluster_name=config.broker_cluster_name,
-        broker_name=config.broker_name,
-        auto_create_topic_enable=config.auto_create_topic_enable,
-        default_topic_queue_nums=config.default_topic_queue_nums,
-        cluster_topic_enable=config.cluster_topic_enable,
-        broker_topic_enable=config.broker_topic_enable,
-        trace_topic_enable=config.trace_topic_enable,
-        trace_topic_name=config.msg_trace_topic_name,
-        schedule_queue_nums=len(config.store.delay_levels_ms),
-    )
 
 
 def _listen_socket(host: str, port: int) -> socket.socket:

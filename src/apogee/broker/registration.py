@@ -134,11 +134,15 @@ def _java_crc32(data: bytes) -> int:
 
 
 class RegistrationService:
-    """Registers at start, every ``period_s``, and soon after ``request()``."""
+    """Registers at start, again after ``first_delay_s`` (RocketMQ: 10 s), then every
+    ``period_s``, and soon after ``request()``."""
 
-    def __init__(self, registrar: NamesrvRegistrar, period_s: float) -> None:
+    def __init__(
+        self, registrar: NamesrvRegistrar, period_s: float, first_delay_s: float = 10.0
+    ) -> None:
         self._registrar = registrar
         self._period_s = period_s
+        self._next_wait_s = min(first_delay_s, period_s)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

@@ -4,6 +4,7 @@ Owns: TopicConfigManager — system topics created at start, auto-creation on
 send (from a default topic with INHERIT) and for retry topics, the
 DataVersion bumped on every change, and the JSON form of ``config/topics.json``
 (RocketMQ's TopicConfigSerializeWrapper). Imports: ``apogee.model``,
+``apogee.broker.config``,
 ``apogee.protocol.bodies``, ``apogee._util.clock``, ``apogee.errors``.
 
 No I/O of its own: ``encode``/``load`` give and take bytes; the owner writes
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apogee._util.clock import Clock
+from apogee.broker.config import BrokerConfig
 from apogee.model.route import PERM_INHERIT, PERM_RW, DataVersion
 from apogee.model.topic import (
     AUTO_CREATE_TOPIC_KEY,
@@ -65,6 +67,20 @@ class TopicDefaults:
     trace_topic_enable: bool = False
     trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     schedule_queue_nums: int = 18
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> TopicDefaults:
+        return cls(
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            cluster_topic_enable=config.cluster_topic_enable,
+            broker_topic_enable=config.broker_topic_enable,
+            trace_topic_enable=config.trace_topic_enable,
+            trace_topic_name=config.msg_trace_topic_name,
+            schedule_queue_nums=len(config.store.delay_levels_ms),
+        )
 
 
 def system_topics(d: TopicDefaults) -> list[TopicConfig]:

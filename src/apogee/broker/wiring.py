@@ -49,7 +49,6 @@ from apogee.model.message import HostPort
 from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
-from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
 from apogee.store.interface import ArrivalListener, MessageStore
@@ -127,16 +126,7 @@ def build_handlers(
             store,
             p.topics,
             p.groups,
-            SendSettings(
-                cluster_name=config.broker_cluster_name,
-                store_host=store_host,
-                broker_permission=config.broker_permission,
-                max_delay_level=max_level,
-                max_message_size_bytes=config.store.max_message_size_bytes,
-                sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-                region_id=config.region_id,
-                trace_on=config.trace_on,
-            ),
+            SendSettings.from_config(config, store_host),
             on_stored=on_stored,
             loop=asyncio.get_running_loop(),
         ),
@@ -154,13 +144,7 @@ def build_handlers(
             clients=p.clients,
             offsets=p.offsets,
             holds=p.holds,
-            settings=PullSettings(
-                broker_permission=config.broker_permission,
-                long_polling_enable=config.long_polling_enable,
-                short_polling_time_ms=config.short_polling_time_ms,
-                slave_read_enable=config.slave_read_enable,
-                is_slave=config.is_slave,
-            ),
+            settings=PullSettings.from_config(config),
             count_found=stats.count_group_get,
         ),
         heartbeat=HeartbeatHandler(p.clients, p.groups, p.topics),

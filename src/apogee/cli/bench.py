@@ -12,6 +12,7 @@ from apogee.cli.main import LazyGroup
 # benchmark name -> "module:attribute"
 BENCH_COMMANDS: dict[str, str] = {}
 BENCH_COMMANDS["store"] = "apogee.bench.store:store_bench"
+BENCH_COMMANDS["produce"] = "apogee.bench.produce:produce_bench"
 
 
 @click.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)

@@ -2,7 +2,7 @@
 
 Owns: SubscriptionGroupConfig with RocketMQ's defaults. Imports:
 ``apogee.model.route``. Pure value type; the JSON shape lives in
-``apogee.protocol.admin_bodies``.
+``apogee.protocol.bodies``.
 
 Fields up to ``notify_consumer_ids_changed_enable`` are the 4.x class; the
 rest came with 5.x and keep their 5.x defaults, so a 4.x peer that never

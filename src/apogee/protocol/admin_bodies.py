@@ -1,7 +1,9 @@
 """JSON bodies of the admin requests <-> model values.
 
-Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection,
-ProducerConnection and SubscriptionGroupConfig (the broker runtime info is a plain KVTable,
+Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection
+and ProducerConnection, and the UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body (its
+field mapping is ``bodies.subscription_group_to_json``, shared with the
+broker's subscriptionGroup.json; the broker runtime info is a plain KVTable,
 ``bodies.encode_kv_table``). Imports: orjson, ``apogee.codes``,
 ``apogee.errors``, ``apogee.model``, ``apogee.protocol.bodies``.
 
@@ -35,7 +37,6 @@ from apogee.model.stats import (
     TopicStatsTable,
 )
 from apogee.protocol.bodies import (
-    _bool,
     _dict,
     _enum,
     _get,
@@ -46,6 +47,8 @@ from apogee.protocol.bodies import (
     decode_mq_table,
     mq_to_json,
     subscription_from_json,
+    subscription_group_from_json,
+    subscription_group_to_json,
     subscription_to_json,
 )
 
@@ -215,58 +218,8 @@ def decode_producer_connection(data: Data) -> tuple[Connection, ...]:
 # -- SubscriptionGroupConfig ------------------------------------------------------
 
 
-def subscription_group_to_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
-    return {
-        "attributes": dict(g.attributes),
-        "brokerId": g.broker_id,
-        "consumeBroadcastEnable": g.consume_broadcast_enable,
-        "consumeEnable": g.consume_enable,
-        "consumeFromMinEnable": g.consume_from_min_enable,
-        "consumeMessageOrderly": g.consume_message_orderly,
-        "consumeTimeoutMinute": g.consume_timeout_minute,
-        "groupName": g.group_name,
-        "groupSysFlag": g.group_sys_flag,
-        "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
-        "retryMaxTimes": g.retry_max_times,
-        "retryQueueNums": g.retry_queue_nums,
-        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
-    }
-
-
-def subscription_group_from_json(obj: Any) -> SubscriptionGroupConfig:
-    """Missing fields take RocketMQ's defaults; 5.x's retry policy and
-    subscription set are not modelled and are ignored."""
-    defaults = SubscriptionGroupConfig("")
-    attributes = _dict(obj, "attributes")
-    return SubscriptionGroupConfig(
-        group_name=_str(obj, "groupName"),
-        consume_enable=_bool(obj, "consumeEnable", defaults.consume_enable),
-        consume_from_min_enable=_bool(
-            obj, "consumeFromMinEnable", defaults.consume_from_min_enable
-        ),
-        consume_broadcast_enable=_bool(
-            obj, "consumeBroadcastEnable", defaults.consume_broadcast_enable
-        ),
-        retry_queue_nums=_int(obj, "retryQueueNums", defaults.retry_queue_nums),
-        retry_max_times=_int(obj, "retryMaxTimes", defaults.retry_max_times),
-        broker_id=_int(obj, "brokerId", defaults.broker_id),
-        which_broker_when_consume_slowly=_int(
-            obj, "whichBrokerWhenConsumeSlowly", defaults.which_broker_when_consume_slowly
-        ),
-        notify_consumer_ids_changed_enable=_bool(
-            obj, "notifyConsumerIdsChangedEnable", defaults.notify_consumer_ids_changed_enable
-        ),
-        consume_message_orderly=_bool(
-            obj, "consumeMessageOrderly", defaults.consume_message_orderly
-        ),
-        group_sys_flag=_int(obj, "groupSysFlag", defaults.group_sys_flag),
-        consume_timeout_minute=_int(obj, "consumeTimeoutMinute", defaults.consume_timeout_minute),
-        attributes={str(k): str(v) for k, v in attributes.items()},
-    )
-
-
 def encode_subscription_group(g: SubscriptionGroupConfig) -> bytes:
-    """Body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP."""
+    """Body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (the field mapping is ``bodies``')."""
     return _dumps(subscription_group_to_json(g))
 
 

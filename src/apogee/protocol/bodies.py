@@ -439,12 +439,17 @@ def _decode_register_compressed(data: bytes) -> RegisterBrokerBody:
 
 
 def subscription_group_to_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
+    """Every field, 5.x ones included (a 4.x fastjson reader skips what it does not know)."""
     return {
+        "attributes": {k: g.attributes[k] for k in sorted(g.attributes)},
         "brokerId": g.broker_id,
         "consumeBroadcastEnable": g.consume_broadcast_enable,
         "consumeEnable": g.consume_enable,
         "consumeFromMinEnable": g.consume_from_min_enable,
+        "consumeMessageOrderly": g.consume_message_orderly,
+        "consumeTimeoutMinute": g.consume_timeout_minute,
         "groupName": g.group_name,
+        "groupSysFlag": g.group_sys_flag,
         "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
         "retryMaxTimes": g.retry_max_times,
         "retryQueueNums": g.retry_queue_nums,
@@ -453,6 +458,8 @@ def subscription_group_to_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
 
 
 def subscription_group_from_json(obj: Any, name: str | None = None) -> SubscriptionGroupConfig:
+    """Missing fields take RocketMQ's defaults; 5.x's retry policy and
+    subscription set are not modelled and are skipped."""
     default = SubscriptionGroupConfig("")
     return SubscriptionGroupConfig(
         group_name=_str(obj, "groupName", name) if name is not None else _str(obj, "groupName"),
@@ -470,6 +477,12 @@ def subscription_group_from_json(obj: Any, name: str | None = None) -> Subscript
         notify_consumer_ids_changed_enable=_bool(
             obj, "notifyConsumerIdsChangedEnable", default.notify_consumer_ids_changed_enable
         ),
+        consume_message_orderly=_bool(
+            obj, "consumeMessageOrderly", default.consume_message_orderly
+        ),
+        group_sys_flag=_int(obj, "groupSysFlag", default.group_sys_flag),
+        consume_timeout_minute=_int(obj, "consumeTimeoutMinute", default.consume_timeout_minute),
+        attributes={str(k): str(v) for k, v in _dict(obj, "attributes").items()},
     )
 
 

@@ -69,18 +69,20 @@ def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingComman
     if ext is None:
         ext_fields: dict[str, str] = {}
     elif type(ext) is dict:
-        ext_fields = ext if _all_str(ext) else _coerce_ext(ext)
+        ext_fields = _strings_in_place(ext)
     else:
         raise ProtocolError("JSON header 'extFields' is not an object")
     remark = obj.get("remark")
     if remark is not None and type(remark) is not str:
         remark = str(remark)
+    language = obj.get("language")
+    version, opaque, flag = obj.get("version"), obj.get("opaque"), obj.get("flag")
     return RemotingCommand(
         code,
-        language=_language(obj.get("language")),
-        version=_int_field(obj, "version"),
-        opaque=_int_field(obj, "opaque"),
-        flag=_int_field(obj, "flag"),
+        language=(type(language) is str and _LANGUAGE_BY_NAME.get(language)) or _language(language),
+        version=version if type(version) is int else _int_field(obj, "version"),
+        opaque=opaque if type(opaque) is int else _int_field(obj, "opaque"),
+        flag=flag if type(flag) is int else _int_field(obj, "flag"),
         remark=remark,
         ext_fields=ext_fields,
         body=body,
@@ -94,6 +96,21 @@ def _all_str(ext: dict[str, Any]) -> bool:
         if type(value) is not str:
             return False
     return True
+
+
+def _strings_in_place(ext: dict[str, Any]) -> dict[str, str]:
+    """Make every value a string in the parsed dict itself (it is ours); drop nulls."""
+    nulls = None
+    for key, value in ext.items():
+        if type(value) is not str:
+            if value is None:
+                nulls = [*(nulls or ()), key]
+            else:
+                ext[key] = str(value) if type(value) is int else scalar_to_str(value)
+    if nulls:
+        for key in nulls:
+            del ext[key]
+    return ext
 
 
 def _coerce_ext(ext: dict[str, Any]) -> dict[str, str]:

@@ -6,7 +6,8 @@ Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
 ``NamesrvProcess`` / ``BrokerProcess`` (``python -m apogee namesrv|broker``
 subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
 cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
-store). Imports: anything; nothing in ``apogee`` imports this module.
+store), and ``eventually`` (poll an async check until it holds). Imports:
+anything; nothing in ``apogee`` imports this module.
 """
 
 from __future__ import annotations

@@ -1,181 +1,163 @@
-"""The mqadmin commands that reach brokers, end to end against a real name server and broker.
-
-The commands run in-process through click (``admin_cli``), in a worker thread with their
-own event loop, while the servers serve on the test's loop; every check reads ``--json``.
-"""
+"""The admin commands end to end: a real name server, a real broker, the click commands."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
-from apogee.model.client import ConsumerData, HeartbeatData
 from apogee.model.message import Message
-from apogee.model.subscription import SubscriptionData
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cluster import run_broker
-from apogee.testing.namesrv import get_route, running_namesrv
+from apogee.testing.cluster import run_broker, run_namesrv
+from apogee.testing.namesrv import get_route
 from tests.integration.admin.helpers import AdminCli, json_of
 
-
-@dataclass
-class Cluster:
-    namesrv: str
-    broker: Broker
-    client: RemotingClient
-    api: BrokerApi
-
-    async def send(self, topic: str, queue_id: int, count: int) -> None:
-        for i in range(count):
-            msg = Message(topic, b"m%d" % i)
-            await self.api.send(
-                self.broker.address, "broker-a", msg, queue_id=queue_id, producer_group="pg"
-            )
-        assert self.broker._dispatch is not None
-        self.broker._dispatch.drain()
+TOPIC = "AdminT"
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with (
-        running_namesrv(tmp_path) as (_, ns),
-        run_broker(tmp_path / "store", ns) as broker,
-        RemotingClient() as client,
-    ):
-        yield Cluster(ns, broker, client, BrokerApi(client, timeout_s=5))
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[str, Broker]]:
+    """A name server and a broker registered with it, serving TOPIC (4 queues)."""
+    async with run_namesrv(tmp_path / "ns") as ns:
+        ns_addr = f"127.0.0.1:{ns.port}"
+        async with run_broker(tmp_path / "store", ns_addr) as broker, RemotingClient() as client:
+            # the first send creates the topic from TBW102; the broker then registers it
+            await BrokerApi(client).send(
+                broker.address, "broker-a", Message(TOPIC, b"seed"), queue_id=0, producer_group="pg"
+            )
+            for _ in range(250):
+                if await get_route(client, ns_addr, TOPIC) is not None:
+                    break
+                await asyncio.sleep(0.02)
+            yield ns_addr, broker
 
 
-async def test_update_topic_status_and_delete(cluster: Cluster, admin_cli: AdminCli) -> None:
-    ns = cluster.namesrv
-    created = json_of(
-        await admin_cli(
-            "updateTopic",
-            "-n",
-            ns,
-            "-c",
-            "DefaultCluster",
-            "-t",
-            "Orders",
-            "-r",
-            "3",
-            "-w",
-            "3",
-            "--json",
-        )
-    )
-    assert created["brokers"] == [cluster.broker.address]
-    assert created["topicConfig"]["writeQueueNums"] == 3
-
-    await cluster.send("Orders", 2, 5)
-    status = json_of(await admin_cli("topicStatus", "-n", ns, "-t", "Orders", "--json"))
-    queues = {q["queueId"]: q for q in status["queues"]}
-    assert sorted(queues) == [0, 1, 2]
-    assert (queues[2]["minOffset"], queues[2]["maxOffset"]) == (0, 5)
-    assert queues[2]["lastUpdateTimestamp"] > 0
-    assert queues[0]["maxOffset"] == 0
-    table = await admin_cli("topicStatus", "-n", ns, "-t", "Orders")
-    assert table.exit_code == 0 and "broker-a" in table.stdout
-
-    deleted = json_of(
-        await admin_cli("deleteTopic", "-n", ns, "-t", "Orders", "-c", "DefaultCluster", "--json")
-    )
-    assert deleted["brokers"] == [cluster.broker.address]
-    assert "Orders" not in cluster.broker.topics
-    assert await get_route(cluster.client, ns, "Orders") is None
-    gone = await admin_cli("topicStatus", "-n", ns, "-t", "Orders")
-    assert gone.exit_code == 1
-    assert gone.stderr == "Error: topic Orders does not exist\n"
+async def _eventually_json(admin_cli: AdminCli, *args: str) -> dict[str, Any]:
+    """A --json answer with at least one message (the key index is written just after a send)."""
+    for _ in range(200):
+        doc = json_of(await admin_cli(*args, "--json"))
+        if doc["messages"]:
+            return doc
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{args} found nothing")
 
 
-async def test_update_topic_refusals_come_back_as_one_line(
-    cluster: Cluster, admin_cli: AdminCli
+async def test_send_then_read_back_every_way(
+    cluster: tuple[str, Broker], admin_cli: AdminCli
 ) -> None:
-    addr = cluster.broker.address
-    refused = await admin_cli("updateTopic", "-n", cluster.namesrv, "-b", addr, "-t", "TBW102")
-    assert refused.exit_code == 1
-    assert refused.stderr == (
-        "Error: updateTopic failed: SYSTEM_ERROR: "
-        "The topic[TBW102] is conflict with system topic.\n"
-    )
-
-
-async def test_cluster_list_and_broker_status(cluster: Cluster, admin_cli: AdminCli) -> None:
-    ns, addr = cluster.namesrv, cluster.broker.address
-    await cluster.send("T1", 0, 2)
-    doc = json_of(await admin_cli("clusterList", "-n", ns, "--json"))
-    (row,) = doc["brokers"]
-    assert (row["cluster"], row["brokerName"], row["brokerId"], row["addr"]) == (
-        "DefaultCluster", "broker-a", 0, addr,
+    ns, broker = cluster
+    sent = json_of(
+        await admin_cli(
+            "sendMessage", "-n", ns, "-t", TOPIC, "-p", "hello admin", "-k", "K1 K2", "-c", "TagX",
+            "-b", "broker-a", "-i", "2", "--json",
+        )
     )  # fmt: skip
-    assert row["version"] == "V4_9_4"
-    assert float(row["inTps"]) >= 0 and float(row["outTps"]) >= 0
-    assert "error" not in row
+    assert (sent["brokerName"], sent["queueId"], sent["queueOffset"]) == ("broker-a", 2, 0)
+    assert sent["sendStatus"] == "SEND_OK"
 
-    status = json_of(await admin_cli("brokerStatus", "-n", ns, "-b", addr, "--json"))
-    assert status["msgPutTotalTodayNow"] == "2"
-    assert status["brokerVersionDesc"] == "V4_9_4"
-    keys = ["putTps", "getTransferedTps", "commitLogMaxOffset", "dispatchBehindBytes"]
-    keys += ["bootTimestamp", "runtime", "earliestMessageTimeStamp", "commitLogDiskRatio"]
-    assert set(keys) <= set(status)
-    by_cluster = json_of(
-        await admin_cli("brokerStatus", "-n", ns, "-c", "DefaultCluster", "--json")
-    )
-    assert list(by_cluster) == [addr]
-    table = await admin_cli("brokerStatus", "-n", ns, "-b", addr)
-    assert table.exit_code == 0 and "msgPutTotalTodayNow" in table.stdout
-
-
-async def test_update_sub_group_then_consumer_progress(
-    cluster: Cluster, admin_cli: AdminCli
-) -> None:
-    ns, addr = cluster.namesrv, cluster.broker.address
-    doc = json_of(
+    consumed = json_of(
         await admin_cli(
-            "updateSubGroup",
+            "consumeMessage",
             "-n",
             ns,
-            "-c",
-            "DefaultCluster",
-            "-g",
-            "cg",
-            "-r",
-            "3",
-            "-q",
+            "-t",
+            TOPIC,
+            "-b",
+            "broker-a",
+            "-i",
             "2",
+            "-o",
+            "0",
             "--json",
         )
     )
-    assert doc["brokers"] == [addr]
-    group = cluster.broker.groups.get("cg")
-    assert group is not None
-    assert (group.retry_max_times, group.retry_queue_nums) == (3, 2)
-    assert not group.consume_broadcast_enable  # mqadmin's quirk: off unless -d true
+    [queue] = consumed["queues"]
+    assert (queue["queueId"], queue["status"], queue["nextOffset"]) == (2, "NO_NEW_MSG", 1)
+    [msg] = queue["messages"]
+    assert (msg["body"], msg["tags"], msg["keys"]) == ("hello admin", "TagX", "K1 K2")
+    assert (msg["msgId"], msg["offsetMsgId"]) == (sent["msgId"], sent["offsetMsgId"])
 
-    # a consumer joins (its retry topic gets 2 queues and a route), reads and commits
-    subs = (SubscriptionData.build("T1", "*"), SubscriptionData.build("%RETRY%cg", "*"))
-    beat = HeartbeatData("c1", consumers=(ConsumerData("cg", subscriptions=subs),))
-    await cluster.api.heartbeat(addr, beat)
-    await cluster.send("T1", 1, 4)
-    await cluster.api.pull(addr, "cg", "T1", 1, 0)
-    await cluster.api.update_consumer_offset(addr, "cg", "T1", 1, 3)
-    await cluster.api.update_consumer_offset(addr, "cg", "%RETRY%cg", 0, 0)
-    retry = cluster.broker.topics.select("%RETRY%cg")
-    assert retry is not None and retry.write_queue_nums == 2
+    by_id = json_of(await admin_cli("queryMsgById", "-n", ns, "-i", sent["offsetMsgId"], "--json"))
+    assert (by_id["body"], by_id["queueId"], by_id["storeHost"]) == (
+        "hello admin",
+        2,
+        broker.address,
+    )
+    # a producer's UNIQ_KEY works too when the topic is given
+    by_uniq = json_of(
+        await admin_cli("queryMsgById", "-n", ns, "-i", sent["msgId"], "-t", TOPIC, "--json")
+    )
+    assert by_uniq["offsetMsgId"] == sent["offsetMsgId"]
 
-    progress = json_of(await admin_cli("consumerProgress", "-n", ns, "-g", "cg", "--json"))
-    rows = {(q["topic"], q["queueId"]): q for q in progress["queues"]}
-    assert (rows["T1", 1]["brokerOffset"], rows["T1", 1]["consumerOffset"]) == (4, 3)
-    assert rows["T1", 1]["diff"] == 1 and rows["T1", 1]["lastTimestamp"] > 0
-    assert {key for key in rows if key[0] == "%RETRY%cg"} == {("%RETRY%cg", 0), ("%RETRY%cg", 1)}
-    assert progress["diffTotal"] == 1
-    assert progress["consumeTps"] >= 0
-    one = json_of(await admin_cli("consumerProgress", "-n", ns, "-g", "cg", "-t", "T1", "--json"))
-    assert {q["topic"] for q in one["queues"]} == {"T1"}
-    unknown = await admin_cli("consumerProgress", "-n", ns, "-g", "nobody")
-    assert unknown.exit_code == 1
-    assert "consumer group nobody is unknown to the name servers" in unknown.stderr
+    by_key = await _eventually_json(admin_cli, "queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "K2")
+    assert [m["offsetMsgId"] for m in by_key["messages"]] == [sent["offsetMsgId"]]
+    table = await admin_cli("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "K2")
+    assert sent["msgId"] in table.stdout
+    detail = await admin_cli("queryMsgById", "-n", ns, "-i", sent["offsetMsgId"])
+    assert "hello admin" in detail.stdout
+    assert "TagX" in detail.stdout
+
+
+async def test_consume_spans_queues_up_to_the_count(
+    cluster: tuple[str, Broker], admin_cli: AdminCli
+) -> None:
+    ns, _ = cluster
+    for i in range(5):
+        sent = await admin_cli("sendMessage", "-n", ns, "-t", TOPIC, "-p", f"m{i}")
+        assert sent.exit_code == 0, sent.output
+        assert "SEND_OK" in sent.stdout
+    everything = json_of(await admin_cli("consumeMessage", "-n", ns, "-t", TOPIC, "--json"))
+    bodies = sorted(m["body"] for q in everything["queues"] for m in q["messages"])
+    assert bodies == ["m0", "m1", "m2", "m3", "m4", "seed"]
+    three = json_of(await admin_cli("consumeMessage", "-n", ns, "-t", TOPIC, "-c", "3", "--json"))
+    assert sum(len(q["messages"]) for q in three["queues"]) == 3
+    table = await admin_cli("consumeMessage", "-n", ns, "-t", TOPIC, "-b", "broker-a", "-i", "0")
+    assert "seed" in table.stdout
+
+
+async def test_message_commands_name_what_is_missing(
+    cluster: tuple[str, Broker], admin_cli: AdminCli
+) -> None:
+    ns, broker = cluster
+    unknown = await admin_cli("sendMessage", "-n", ns, "-t", "NoSuchTopic", "-p", "x")
+    assert (unknown.exit_code, unknown.stderr) == (1, "Error: topic NoSuchTopic does not exist\n")
+    no_broker = await admin_cli("sendMessage", "-n", ns, "-t", TOPIC, "-p", "x", "-b", "broker-z")
+    assert no_broker.stderr == f"Error: broker broker-z has no master serving topic {TOPIC}\n"
+    no_queue = await admin_cli(
+        "sendMessage", "-n", ns, "-t", TOPIC, "-p", "x", "-b", "broker-a", "-i", "9"
+    )
+    assert no_queue.stderr == f"Error: topic {TOPIC} has no writable queue 9 of broker broker-a\n"
+    consume_unknown = await admin_cli("consumeMessage", "-n", ns, "-t", "NoSuchTopic")
+    assert consume_unknown.stderr == "Error: topic NoSuchTopic does not exist\n"
+    offset_without_queue = await admin_cli("consumeMessage", "-n", ns, "-t", TOPIC, "-o", "3")
+    assert offset_without_queue.stderr == "Error: -o offset needs -i queue id\n"
+    # a well-formed id whose offset holds nothing: the broker's answer, named
+    host, port = broker.address.split(":")
+    nowhere = bytes(map(int, host.split("."))).hex().upper() + f"{int(port):08X}" + f"{10**12:016X}"
+    missing = await admin_cli("queryMsgById", "-n", ns, "-i", nowhere)
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("Error: queryMsgById failed: SYSTEM_ERROR: ")
+    assert missing.stderr.count("\n") == 1
+
+
+async def test_route_and_topics_as_the_broker_registered_them(
+    cluster: tuple[str, Broker], admin_cli: AdminCli
+) -> None:
+    ns, broker = cluster
+    route = json_of(await admin_cli("topicRoute", "-n", ns, "-t", TOPIC, "--json"))
+    assert route["brokerDatas"] == [
+        {
+            "brokerAddrs": {"0": broker.address},
+            "brokerName": "broker-a",
+            "cluster": "DefaultCluster",
+        }
+    ]
+    [queues] = route["queueDatas"]
+    assert (queues["readQueueNums"], queues["writeQueueNums"], queues["perm"]) == (4, 4, 6)
+    topics = json_of(await admin_cli("topicList", "-n", ns, "-c", "--json"))["topics"]
+    assert {"topic": TOPIC, "clusters": ["DefaultCluster"]} in topics

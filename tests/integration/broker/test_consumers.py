@@ -176,3 +176,16 @@ async def test_queue_offsets_and_times(broker: Broker, client: RemotingClient) -
     assert before <= int(earliest.ext_fields["timestamp"]) <= int(time.time() * 1000)
     assert by_time.ext_fields["offset"] == "0"
     assert unknown.ext_fields["offset"] == "0"
+
+
+async def test_a_malformed_heartbeat_is_refused_and_changes_nothing(
+    broker: Broker, client: RemotingClient
+) -> None:
+    topics = len(broker.topics)
+    for body in (b"not json", b'{"consumerDataSet":[{"groupName":"cg"}]}', b"[]"):
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
+        answer = await client.invoke(broker.address, request)
+        assert answer.code == ResponseCode.SYSTEM_ERROR, body
+    assert len(broker.topics) == topics
+    assert broker.clients.consumer_group("cg") is None
+    assert (await client.invoke(broker.address, heartbeat("id-ok"))).code == ResponseCode.SUCCESS

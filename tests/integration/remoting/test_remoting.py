@@ -142,6 +142,28 @@ async def test_inline_sync_handler(server: RemotingServer, client: RemotingClien
     assert resp.remark.startswith("inline from 127.0.0.1:")
 
 
+async def test_requests_arriving_together_are_answered_together(server: RemotingServer) -> None:
+    # Ten inline requests in one write are answered through one batched write:
+    # each answer with its own opaque, in order, none lost.
+    frames = [RemotingCommand.request(INLINE) for _ in range(10)]
+    for opaque, frame in enumerate(frames):
+        frame.opaque = 100 + opaque
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"".join(encode_bytes(f) for f in frames))
+        await writer.drain()
+        decoder = FrameDecoder()
+        answers: list[RemotingCommand] = []
+        while len(answers) < 10:
+            answers += decoder.feed(await asyncio.wait_for(reader.read(65536), 3))
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert [a.opaque for a in answers] == list(range(100, 110))
+    assert all(a.is_response and a.code == ResponseCode.SUCCESS for a in answers)
+    assert decoder.buffered == 0
+
+
 async def test_many_concurrent_requests_answered_out_of_order(
     server: RemotingServer, client: RemotingClient
 ) -> None:

@@ -19,7 +19,7 @@ from apogee.model.stats import (
     TopicStatsTable,
 )
 from apogee.model.subscription import SubscriptionData
-from apogee.protocol import admin_bodies
+from apogee.protocol import admin_bodies, bodies
 
 MQ_A0 = MessageQueue("T", "broker-a", 0)
 MQ_B1 = MessageQueue("T", "broker-b", 1)
@@ -175,3 +175,13 @@ def test_malformed_admin_bodies_name_the_problem(decode: object, raw: bytes) -> 
     assert callable(decode)
     with pytest.raises(ProtocolError):
         decode(raw)
+
+
+def test_broker_group_file_keeps_5x_fields() -> None:
+    # the broker persists groups with the same mapping (subscriptionGroup.json)
+    group = SubscriptionGroupConfig("G", consume_message_orderly=True, consume_timeout_minute=5)
+    wrapper = bodies.SubscriptionGroupWrapper({"G": group})
+    back = bodies.decode_subscription_group_wrapper(
+        bodies.encode_subscription_group_wrapper(wrapper)
+    )
+    assert back.subscription_group_table == {"G": group}

@@ -139,6 +139,17 @@ def test_json_tolerance_booleans_language_int_unknown_keys() -> None:
     assert cmd.is_oneway and cmd.remark is None
 
 
+def test_json_odd_language_and_numbers_as_strings() -> None:
+    header = (
+        b'{"code":11,"extFields":{"a":null,"b":"s"},"flag":"0","language":["CPP"],'
+        b'"opaque":"7","version":"63"}'
+    )
+    (cmd,) = FrameDecoder().feed(_golden_json_frame(header, b""))
+    assert cmd.ext_fields == {"b": "s"}
+    assert cmd.language == LanguageCode.OTHER
+    assert (cmd.opaque, cmd.version, cmd.flag) == (7, 63, 0)
+
+
 def test_golden_json_encoding_field_by_field() -> None:
     req = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, language=LanguageCode.CPP, opaque=9)
     resp = req.make_response(ResponseCode.TOPIC_NOT_EXIST, ext_fields={"k": "v"}, body=b"xy")

@@ -1,7 +1,7 @@
 """mqadmin's consumer-group commands: updateSubGroup and consumerProgress.
 
 Owns: their flags and output. Imports: click, ``apogee.admin``,
-``apogee.model``, ``apogee.protocol.admin_bodies``.
+``apogee.model``, ``apogee.protocol.bodies``.
 
 updateSubGroup keeps mqadmin's quirk: a group it creates has broadcast and
 consume-from-min switched off unless ``-d``/``-m`` say otherwise (the class
@@ -27,7 +27,7 @@ from apogee.admin.cli._common import (
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.stats import ConsumeStats
 from apogee.model.topic import validate_group
-from apogee.protocol.admin_bodies import subscription_group_to_json
+from apogee.protocol.bodies import subscription_group_to_json
 
 _TF = "true|false"
 

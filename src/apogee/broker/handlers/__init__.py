@@ -1,8 +1,9 @@
 """Request handlers of the broker, one module per request family.
 
-Imports: the handler modules. Each handler is a callable object (or a
-method of a small handler object) built with only the collaborators it
-uses; ``register`` puts them into a HandlerTable. Most are synchronous (they
+Imports: the handler modules. Each handler is an object built with only the
+collaborators it uses, answering through its ``handle`` method or, for
+handler objects serving a family of codes, one method per code;
+``register`` puts them into a HandlerTable. Most are synchronous (they
 answer inline, or later through ``RequestContext.respond``); topic creation
 and deletion are coroutines, since they answer after the broker registered
 with the name servers. Request codes without a handler here get
@@ -54,16 +55,16 @@ class BrokerHandlers:
 
     def register(self, table: HandlerTable) -> None:
         code = RequestCode
-        table.register(
-            (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE), self.send
-        )
-        table.register(code.CONSUMER_SEND_MSG_BACK, self.send_back)
-        table.register(code.PULL_MESSAGE, self.pull)
-        table.register(code.HEART_BEAT, self.heartbeat)
-        table.register(code.UNREGISTER_CLIENT, self.unregister_client)
-        table.register(code.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
-        table.register(code.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
-        table.register(code.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+        # Bound methods: calling one is cheaper than calling an object's __call__.
+        sends = (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE)
+        table.register(sends, self.send.handle)
+        table.register(code.CONSUMER_SEND_MSG_BACK, self.send_back.handle)
+        table.register(code.PULL_MESSAGE, self.pull.handle)
+        table.register(code.HEART_BEAT, self.heartbeat.handle)
+        table.register(code.UNREGISTER_CLIENT, self.unregister_client.handle)
+        table.register(code.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list.handle)
+        table.register(code.QUERY_CONSUMER_OFFSET, self.query_consumer_offset.handle)
+        table.register(code.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset.handle)
         table.register(code.GET_MAX_OFFSET, self.queue_offsets.max_offset)
         table.register(code.GET_MIN_OFFSET, self.queue_offsets.min_offset)
         table.register(code.SEARCH_OFFSET_BY_TIMESTAMP, self.queue_offsets.offset_by_time)

@@ -50,7 +50,7 @@ class HeartbeatHandler:
         self._groups = groups
         self._topics = topics
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         heartbeat = decode_heartbeat(request.body_bytes())
         channel = ctx.connection
         language, version = request.language.name, request.version
@@ -79,7 +79,7 @@ class UnregisterClientHandler:
     def __init__(self, clients: ClientRegistry) -> None:
         self._clients = clients
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
         if header.producer_group:
             self._clients.unregister_producer(header.producer_group, ctx.connection)
@@ -92,7 +92,7 @@ class ConsumerListHandler:
     def __init__(self, clients: ClientRegistry) -> None:
         self._clients = clients
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_ext(request.ext_fields)
         ids = self._clients.consumer_ids(header.consumer_group)
         if not ids:
@@ -107,7 +107,7 @@ class QueryConsumerOffsetHandler:
         self._offsets = offsets
         self._store = store
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         offset = self._offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset >= 0:
@@ -133,7 +133,7 @@ class UpdateConsumerOffsetHandler:
     def __init__(self, offsets: ConsumerOffsetManager) -> None:
         self._offsets = offsets
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         self._offsets.commit(
             header.consumer_group, header.topic, header.queue_id, header.commit_offset

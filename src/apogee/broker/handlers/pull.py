@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apogee.broker.clients import ClientRegistry
+from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -73,6 +74,28 @@ class PullSettings:
     slave_read_enable: bool = False
     is_slave: bool = False
 
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> PullSettings:
+        return cls(
+            broker_permission=config.broker_permission,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_time_ms=config.short_polling_time_ms,
+            slave_read_enable=config.slave_read_enable,
+            is_slave=config.is_slave,
+        )
+
+
+def pull_code(status: GetStatus, offset: int, found: bool, is_slave: bool = False) -> int:
+    """The response code of a read (the table in the module docstring)."""
+    code = _CODES.get(status)
+    if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+        code = ResponseCode.PULL_OFFSET_MOVED if offset else ResponseCode.PULL_NOT_FOUND
+    elif code == ResponseCode.SUCCESS and not found:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    if is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+    return code
+
 
 class _RefusedError(Exception):
     def __init__(self, code: int, remark: str) -> None:
@@ -104,7 +127,7 @@ class PullHandler:
         self._count_found = count_found  # (group, topic, messages): consume TPS figures
         holds.bind(self.resume)
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
         return self.process(ctx, header, allow_suspend=True)
 
@@ -138,7 +161,9 @@ class PullHandler:
         )
         if codes is not None and result.messages:
             _drop_other_tags(result, sub)
-        code = self._code(result, header)
+        code = pull_code(
+            result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
+        )
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
@@ -174,21 +199,6 @@ class PullHandler:
         if self._settings.long_polling_enable:
             return max(header.suspend_timeout_millis, 0) / 1000
         return self._settings.short_polling_time_ms / 1000
-
-    def _code(self, result: GetResult, header: PullMessageRequestHeader) -> int:
-        status = result.status
-        code = _CODES.get(status)
-        if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
-            code = (
-                ResponseCode.PULL_OFFSET_MOVED
-                if header.queue_offset
-                else ResponseCode.PULL_NOT_FOUND
-            )
-        elif code == ResponseCode.SUCCESS and not result.messages:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        if self._settings.is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        return code
 
     def _suggest(self, group: SubscriptionGroupConfig, result: GetResult) -> int:
         if not self._settings.slave_read_enable:

@@ -7,7 +7,7 @@ the delayed-message placement), the client's own retry path (a send to
 to ``%DLQ%<group>`` instead, undelayed; 26 when the group has no config),
 batch bodies (inflated as a whole when the
 C++ client compressed them), SYNC_FLUSH waits and the store-status ->
-response-code table. Imports: ``apogee.store`` (interface and results only),
+response-code table. Imports: ``apogee.store`` (interface, results, config),
 ``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
 
 Hot path: the handler is synchronous and answers inline. Only a SYNC_FLUSH
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.records import InflateError, inflate
 from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times, random_queue
@@ -62,6 +63,7 @@ from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
 from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import RequestContext
+from apogee.store.config import FlushDiskType
 from apogee.store.interface import MessageStore
 from apogee.store.results import PutResult, PutStatus
 
@@ -92,6 +94,19 @@ class SendSettings:
     sync_flush: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendSettings:
+        return cls(
+            cluster_name=config.broker_cluster_name,
+            store_host=store_host,
+            broker_permission=config.broker_permission,
+            max_delay_level=len(config.store.delay_levels_ms),
+            max_message_size_bytes=config.store.max_message_size_bytes,
+            sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            region_id=config.region_id,
+            trace_on=config.trace_on,
+        )
 
 
 def _without_delay(props: str) -> str:
@@ -143,7 +158,7 @@ class SendHandler:
 
     # -- entry -----------------------------------------------------------------
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = decode_send_header(request.code, request.ext_fields)
         try:
             config = self._ready.get(header.topic) or self._check_topic(header)

@@ -71,7 +71,7 @@ class SendBackHandler:
         self._on_stored = on_stored
         self.sent_back = 0  # messages stored again (retry or dead-letter)
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
         group = self._groups.find_or_create(header.group)
         if group is None:
