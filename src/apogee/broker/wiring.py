@@ -118,7 +118,6 @@ def build_handlers(
     started_ms: int,
 ) -> BrokerHandlers:
     p = parts
-    max_level = len(config.store.delay_levels_ms)
     admin_topic = TopicAdminSettings(config.broker_name, config.is_slave)
     admin_group = GroupAdminSettings(config.broker_name, config.is_slave)
     return BrokerHandlers(
@@ -134,7 +133,7 @@ def build_handlers(
             store,
             p.topics,
             p.groups,
-            SendBackSettings(store_host, config.broker_permission, max_level),
+            SendBackSettings.from_config(config, store_host),
             on_stored=on_stored,
         ),
         pull=PullHandler(

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.retry import (
     DLQ_NUMS_PER_GROUP,
@@ -52,6 +53,10 @@ class SendBackSettings:
     store_host: HostPort
     broker_permission: int
     max_delay_level: int
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendBackSettings:
+        return cls(store_host, config.broker_permission, len(config.store.delay_levels_ms))
 
 
 class SendBackHandler:
