@@ -193,7 +193,8 @@ class Broker:
         ]
         for task in self._tasks:
             task.start()
-        self.schedule.start()
+        if not config.is_slave:  # a slave's store takes no puts; its master delivers
+            self.schedule.start()
 
     def _make_registration(self, ip: str) -> RegistrationService:
         self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip,

@@ -133,6 +133,10 @@ class ScheduleMessageService:
 
     # -- lifecycle -------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
     def start(self) -> None:
         if self._task is None:
             self.correct_offsets()

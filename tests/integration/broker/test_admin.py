@@ -285,3 +285,4 @@ async def test_a_slave_refuses_topic_and_group_changes(
                 await call
             assert "slave" in str(info.value)
         assert "T" not in b.topics and b.groups.get("g") is None
+        assert b.schedule is not None and not b.schedule.running  # its master delivers
