@@ -137,6 +137,12 @@ async def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, admin_cli: Adm
         "sendMessage", "-n", dead, "-t", "T", "-p", "x", "-i", "1"
     )
     assert queue_without_broker.stderr == "Error: -i queue id needs -b broker name\n"
+    bad_bool = await admin_cli("updateSubGroup", "-n", dead, "-c", "C", "-g", "G", "-s", "maybe")
+    assert bad_bool.stderr == "Error: -s must be true or false, not 'maybe'\n"
+    bad_count = await admin_cli("consumeMessage", "-n", dead, "-t", "T", "-c", "0")
+    assert bad_count.exit_code == 1
+    assert "-c" in bad_count.stderr
+    assert bad_count.stderr.count("\n") == 1
     helped = await admin_cli("topicRoute", "-h")
     assert helped.exit_code == 0
     assert "-t, --topic" in helped.stdout

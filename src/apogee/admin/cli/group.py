@@ -38,17 +38,49 @@ _TF = "true|false"
     "-c", "--clusterName", "cluster", help="Create the group on every master of this cluster."
 )
 @click.option("-g", "--groupName", "group", required=True, help="Consumer group name.")
-@click.option("-s", "--consumeEnable", "consume_enable", metavar=_TF)
-@click.option("-m", "--consumeFromMinEnable", "from_min", metavar=_TF)
-@click.option("-d", "--consumeBroadcastEnable", "broadcast", metavar=_TF)
-@click.option("-o", "--consumeMessageOrderly", "orderly", metavar=_TF)
+@click.option("-s", "--consumeEnable", "consume_enable", metavar=_TF, help="Consumers may pull.")
 @click.option(
-    "-q", "--retryQueueNums", "retry_queues", type=click.IntRange(0), default=1, show_default=True
+    "-m",
+    "--consumeFromMinEnable",
+    "from_min",
+    metavar=_TF,
+    help="A new group starts at the min offset.",
 )
 @click.option(
-    "-r", "--retryMaxTimes", "retry_max", type=click.IntRange(-1), default=16, show_default=True
+    "-d",
+    "--consumeBroadcastEnable",
+    "broadcast",
+    metavar=_TF,
+    help="Broadcasting consumers allowed.",
 )
-@click.option("-i", "--brokerId", "broker_id", type=click.IntRange(0), default=0, show_default=True)
+@click.option("-o", "--consumeMessageOrderly", "orderly", metavar=_TF, help="Orderly consumption.")
+@click.option(
+    "-q",
+    "--retryQueueNums",
+    "retry_queues",
+    type=click.IntRange(0),
+    default=1,
+    show_default=True,
+    help="Queues of the group's retry topic.",
+)
+@click.option(
+    "-r",
+    "--retryMaxTimes",
+    "retry_max",
+    type=click.IntRange(-1),
+    default=16,
+    show_default=True,
+    help="Redeliveries before the dead-letter queue.",
+)
+@click.option(
+    "-i",
+    "--brokerId",
+    "broker_id",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Broker id consumers pull from.",
+)
 @click.option(
     "-w",
     "--whichBrokerWhenConsumeSlowly",
@@ -56,8 +88,15 @@ _TF = "true|false"
     type=click.IntRange(0),
     default=1,
     show_default=True,
+    help="Broker id to pull from when consumption lags.",
 )
-@click.option("-a", "--notifyConsumerIdsChanged", "notify", metavar=_TF)
+@click.option(
+    "-a",
+    "--notifyConsumerIdsChanged",
+    "notify",
+    metavar=_TF,
+    help="Tell consumers when members change.",
+)
 def update_sub_group(
     *,
     namesrv: str,

@@ -54,6 +54,7 @@ def _topic_config_json(c: TopicConfig) -> dict[str, object]:
     type=click.IntRange(1),
     default=DEFAULT_QUEUE_NUMS,
     show_default=True,
+    help="Queues consumers read.",
 )
 @click.option(
     "-w",
@@ -62,6 +63,7 @@ def _topic_config_json(c: TopicConfig) -> dict[str, object]:
     type=click.IntRange(1),
     default=DEFAULT_QUEUE_NUMS,
     show_default=True,
+    help="Queues producers write.",
 )
 @click.option("-p", "--perm", type=int, default=6, show_default=True, help="2: W, 4: R, 6: RW.")
 @click.option("-o", "--order", metavar="true|false", help="Mark the topic as ordered.")
