@@ -204,6 +204,22 @@ class AdminClient:
     async def broker_status(self, broker_addr: str) -> dict[str, str]:
         return await self.broker.get_broker_runtime_info(broker_addr)
 
+    async def update_broker_config(
+        self, key: str, value: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """Set one run-time broker setting on a broker or every master of a cluster."""
+        targets = await self._targets(cluster, broker_addr)
+        for addr in targets:
+            await self.broker.update_broker_config(addr, {key: value})
+        return targets
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Name-server side drain: topics of ``broker_name`` lose their write bit."""
+        return await self.namesrv.wipe_write_perm(broker_name)
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        return await self.namesrv.add_write_perm(broker_name)
+
     # -- topics -------------------------------------------------------------------------
 
     async def create_topic(

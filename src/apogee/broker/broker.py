@@ -35,6 +35,7 @@ from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.permission import BrokerPermission
 from apogee.broker.registration import RegistrationService
 from apogee.broker.runtime_stats import BrokerStats
 from apogee.broker.schedule_service import (
@@ -45,6 +46,7 @@ from apogee.broker.schedule_service import (
 from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask
 from apogee.broker.topics import TopicConfigManager, TopicDefaults
 from apogee.broker.wiring import BrokerParts, build_handlers, open_store, registrar_for
+from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.dispatch import HandlerTable
@@ -75,6 +77,7 @@ class Broker:
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
         self.holds = PullHoldService()
+        self.permission = BrokerPermission(config.broker_permission)
         self.to_clients = Broker2Client()
         self.clients = ClientRegistry(
             clock, self.to_clients.notify_consumer_ids_changed, self.groups.notify_enabled
@@ -156,7 +159,7 @@ class Broker:
         )
         parts = BrokerParts(
             self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
-            self.delay_offsets,
+            self.delay_offsets, self.permission,
         )  # fmt: skip
         handlers = build_handlers(
             self.config,
@@ -197,8 +200,10 @@ class Broker:
             self.schedule.start()
 
     def _make_registration(self, ip: str) -> RegistrationService:
-        self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip,
-                                       self.topics.wrapper)  # fmt: skip
+        def topics() -> TopicConfigWrapper:  # as registered: masked by the broker's permission
+            return self.permission.mask(self.topics.wrapper())
+
+        self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip, topics)
         registration = RegistrationService(self.registrar, self.config.register_period_s)
         self.topics.add_listener(registration.request)
         return registration

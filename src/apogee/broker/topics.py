@@ -117,6 +117,10 @@ class TopicConfigManager:
     def add_listener(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
 
+    def touch(self) -> None:
+        """Bump the version without a table change (the broker's own permission moved)."""
+        self._changed()
+
     def _changed(self) -> None:
         self.data_version = self.data_version.next(self._clock.now_ms())
         for listener in self._listeners:

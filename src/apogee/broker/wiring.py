@@ -24,7 +24,7 @@ from apogee.broker.handlers.admin_group import (
     GroupAdminHandlers,
     GroupAdminSettings,
 )
-from apogee.broker.handlers.admin_runtime import RuntimeHandlers
+from apogee.broker.handlers.admin_runtime import ConfigUpdater, RuntimeHandlers
 from apogee.broker.handlers.admin_topic import TopicAdminHandlers, TopicAdminSettings
 from apogee.broker.handlers.consumer import (
     ConsumerListHandler,
@@ -41,6 +41,7 @@ from apogee.broker.handlers.send_back import SendBackHandler, SendBackSettings
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.permission import BrokerPermission
 from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar
 from apogee.broker.runtime_stats import BrokerStats, runtime_table
 from apogee.broker.schedule_service import DelayOffsetTable
@@ -65,6 +66,7 @@ class BrokerParts:
     holds: PullHoldService
     locks: RebalanceLockManager
     delay_offsets: DelayOffsetTable
+    permission: BrokerPermission
 
 
 def open_store(
@@ -125,7 +127,7 @@ def build_handlers(
             store,
             p.topics,
             p.groups,
-            SendSettings.from_config(config, store_host),
+            SendSettings.from_config(config, store_host, p.permission),
             on_stored=on_stored,
             loop=asyncio.get_running_loop(),
         ),
@@ -133,7 +135,7 @@ def build_handlers(
             store,
             p.topics,
             p.groups,
-            SendBackSettings.from_config(config, store_host),
+            SendBackSettings.from_config(config, store_host, p.permission),
             on_stored=on_stored,
         ),
         pull=PullHandler(
@@ -143,7 +145,7 @@ def build_handlers(
             clients=p.clients,
             offsets=p.offsets,
             holds=p.holds,
-            settings=PullSettings.from_config(config),
+            settings=PullSettings.from_config(config, p.permission),
             count_found=stats.count_group_get,
         ),
         heartbeat=HeartbeatHandler(p.clients, p.groups, p.topics),
@@ -170,5 +172,6 @@ def build_handlers(
             DataVersion(timestamp=started_ms),
             p.offsets,
             p.delay_offsets,
+            updater=ConfigUpdater(p.permission, p.topics, register),
         ),
     )

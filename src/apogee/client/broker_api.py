@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.props import parse_properties
 from apogee.client.uniq_key import new_uniq_key
 from apogee.codes import RequestCode, ResponseCode
 from apogee.errors import ClientError, ProtocolError, error_for_code
@@ -535,6 +536,16 @@ class BrokerApi:
         await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
 
     # -- runtime figures ------------------------------------------------------------------
+
+    async def get_broker_config(self, addr: str) -> dict[str, str]:
+        """The broker's settings, as RocketMQ key=value pairs."""
+        response = await self._call(addr, RequestCode.GET_BROKER_CONFIG)
+        return parse_properties(response.body_bytes().decode("utf-8", "replace"))
+
+    async def update_broker_config(self, addr: str, settings: Mapping[str, str]) -> None:
+        """Change run-time settings (e.g. brokerPermission) on one broker."""
+        body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
+        await self._call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
 
     async def get_broker_runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -14,8 +14,10 @@ import pytest
 
 from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
+from apogee.errors import NoPermissionError
 from apogee.model.client import ConsumerData, HeartbeatData
 from apogee.model.message import Message
+from apogee.model.route import PERM_READ, PERM_RW, PERM_WRITE
 from apogee.model.subscription import SubscriptionData
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import run_broker
@@ -179,3 +181,68 @@ async def test_update_sub_group_then_consumer_progress(
     unknown = await admin_cli("consumerProgress", "-n", ns, "-g", "nobody")
     assert unknown.exit_code == 1
     assert "consumer group nobody is unknown to the name servers" in unknown.stderr
+
+
+async def test_drain_a_broker_by_permission(cluster: Cluster, admin_cli: AdminCli) -> None:
+    """updateBrokerConfig brokerPermission=4 refuses sends and reaches the routes; 6 restores."""
+    ns, addr = cluster.namesrv, cluster.broker.address
+    await cluster.send("Drain", 0, 1)
+
+    updated = json_of(
+        await admin_cli(
+            "updateBrokerConfig",
+            "-n",
+            ns,
+            "-b",
+            addr,
+            "-k",
+            "brokerPermission",
+            "-v",
+            "4",
+            "--json",
+        )
+    )
+    assert updated["updated"] == [addr]
+    with pytest.raises(NoPermissionError):
+        await cluster.send("Drain", 0, 1)
+    route = await get_route(cluster.client, ns, "Drain")
+    assert route is not None and route.queue_datas[0].perm == PERM_READ
+    config = await cluster.api.get_broker_config(addr)
+    assert config["brokerPermission"] == "4"
+
+    await admin_cli("updateBrokerConfig", "-n", ns, "-b", addr, "-k", "brokerPermission", "-v", "6")
+    await cluster.send("Drain", 0, 1)
+    route = await get_route(cluster.client, ns, "Drain")
+    assert route is not None and route.queue_datas[0].perm == PERM_RW
+
+
+async def test_update_broker_config_refuses_other_keys(
+    cluster: Cluster, admin_cli: AdminCli
+) -> None:
+    ns, addr = cluster.namesrv, cluster.broker.address
+    result = await admin_cli(
+        "updateBrokerConfig", "-n", ns, "-b", addr, "-k", "listenPort", "-v", "1"
+    )
+    assert result.exit_code == 1
+    assert "listenPort" in result.output
+    bad = await admin_cli(
+        "updateBrokerConfig", "-n", ns, "-b", addr, "-k", "brokerPermission", "-v", "9"
+    )
+    assert bad.exit_code == 1
+    assert "brokerPermission" in bad.output
+    await cluster.send("StillWriteable", 0, 1)
+
+
+async def test_wipe_and_add_write_perm_on_the_name_server(
+    cluster: Cluster, admin_cli: AdminCli
+) -> None:
+    ns = cluster.namesrv
+    await cluster.send("Wiped", 0, 1)
+    wiped = json_of(await admin_cli("wipeWritePerm", "-n", ns, "-b", "broker-a", "--json"))
+    assert wiped["topicCounts"][ns] >= 1
+    route = await get_route(cluster.client, ns, "Wiped")
+    assert route is not None and not route.queue_datas[0].perm & PERM_WRITE
+    added = await admin_cli("addWritePerm", "-n", ns, "-b", "broker-a")
+    assert added.exit_code == 0, added.output
+    route = await get_route(cluster.client, ns, "Wiped")
+    assert route is not None and route.queue_datas[0].perm == PERM_RW

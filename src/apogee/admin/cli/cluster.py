@@ -1,4 +1,5 @@
-"""mqadmin's cluster commands: clusterList and brokerStatus.
+"""mqadmin's cluster and broker commands: clusterList, brokerStatus,
+updateBrokerConfig, wipeWritePerm and addWritePerm.
 
 Owns: their flags and output, and which runtime-info keys clusterList shows.
 Imports: click, ``apogee.admin``.
@@ -96,3 +97,67 @@ def broker_status(
         for key in sorted(kv):
             t.add_row(key, kv[key])
         print_table(t)
+
+
+@admin_command("updateBrokerConfig")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster.")
+@click.option("-k", "--key", "key", required=True, help="Setting name (e.g. brokerPermission).")
+@click.option("-v", "--value", "value", required=True, help="New value.")
+def update_broker_config(
+    *,
+    namesrv: str,
+    as_json: bool,
+    broker_addr: str | None,
+    cluster: str | None,
+    key: str,
+    value: str,
+) -> None:
+    """Change a broker setting while it runs (brokerPermission 4 drains writes)."""
+    if not broker_addr and not cluster:
+        raise fail("updateBrokerConfig needs -b broker address or -c cluster name")
+
+    async def act(admin: AdminClient) -> list[str]:
+        return await admin.update_broker_config(
+            key, value, cluster=cluster, broker_addr=broker_addr
+        )
+
+    addrs = run_admin(namesrv, act)
+    if as_json:
+        emit_json({"updated": addrs, "key": key, "value": value})
+        return
+    print_lines([f"update broker config success, {addr}: {key}={value}" for addr in addrs])
+
+
+def _perm_command(name: str, *, wipe: bool, doc: str) -> click.Command:
+    @admin_command(name)
+    @click.option("-b", "--brokerName", "broker_name", required=True, help="Broker name.")
+    def command(*, namesrv: str, as_json: bool, broker_name: str) -> None:
+        async def act(admin: AdminClient) -> dict[str, int]:
+            if wipe:
+                return await admin.wipe_write_perm(broker_name)
+            return await admin.add_write_perm(broker_name)
+
+        counts = run_admin(namesrv, act)
+        if as_json:
+            emit_json({"brokerName": broker_name, "topicCounts": counts})
+            return
+        verb = "wipe write perm of" if wipe else "add write perm of"
+        print_lines(
+            [f"{verb} {broker_name} in {addr} OK, {n} topics" for addr, n in counts.items()]
+        )
+
+    command.help = doc
+    return command
+
+
+wipe_write_perm = _perm_command(
+    "wipeWritePerm",
+    wipe=True,
+    doc="Drop the write bit of a broker's topics on every name server (drain sends).",
+)
+add_write_perm = _perm_command(
+    "addWritePerm",
+    wipe=False,
+    doc="Give a broker's topics read and write again on every name server.",
+)

@@ -95,5 +95,6 @@ class BrokerHandlers:
         table.register(code.GET_PRODUCER_CONNECTION_LIST, views.producers)
         table.register(code.GET_BROKER_RUNTIME_INFO, runtime.runtime_info)
         table.register(code.GET_BROKER_CONFIG, runtime.broker_config)
+        table.register(code.UPDATE_BROKER_CONFIG, runtime.update_broker_config, group=ADMIN_GROUP)
         table.register(code.GET_ALL_CONSUMER_OFFSET, runtime.all_consumer_offsets)
         table.register(code.GET_ALL_DELAY_OFFSET, runtime.all_delay_offsets)

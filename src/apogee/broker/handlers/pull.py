@@ -29,13 +29,14 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.permission import BrokerPermission
 from apogee.broker.records import record_properties
 from apogee.broker.topics import TopicConfigManager
 from apogee.codes import ResponseCode
@@ -68,16 +69,16 @@ _CODES = {
 
 @dataclass(frozen=True, slots=True)
 class PullSettings:
-    broker_permission: int = 6
+    permission: BrokerPermission = field(default_factory=BrokerPermission)
     long_polling_enable: bool = True
     short_polling_time_ms: int = 1000
     slave_read_enable: bool = False
     is_slave: bool = False
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> PullSettings:
+    def from_config(cls, config: BrokerConfig, permission: BrokerPermission) -> PullSettings:
         return cls(
-            broker_permission=config.broker_permission,
+            permission=permission,
             long_polling_enable=config.long_polling_enable,
             short_polling_time_ms=config.short_polling_time_ms,
             slave_read_enable=config.slave_read_enable,
@@ -211,7 +212,7 @@ class PullHandler:
 
     def _check(self, header: PullMessageRequestHeader) -> SubscriptionGroupConfig:
         settings = self._settings
-        if not readable(settings.broker_permission):
+        if not settings.permission.readable:
             raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not readable")
         if settings.is_slave and not settings.slave_read_enable:
             raise _RefusedError(

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.permission import BrokerPermission
 from apogee.broker.records import InflateError, inflate
 from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times, random_queue
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
@@ -88,7 +89,7 @@ _UNIT_SUB_TOPIC_FLAG = 0x2  # TopicSysFlag: UNIT_SUB (retry topics)
 class SendSettings:
     cluster_name: str
     store_host: HostPort
-    broker_permission: int
+    permission: BrokerPermission
     max_delay_level: int
     max_message_size_bytes: int
     sync_flush: bool = False
@@ -96,11 +97,13 @@ class SendSettings:
     trace_on: bool = True
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendSettings:
+    def from_config(
+        cls, config: BrokerConfig, store_host: HostPort, permission: BrokerPermission
+    ) -> SendSettings:
         return cls(
             cluster_name=config.broker_cluster_name,
             store_host=store_host,
-            broker_permission=config.broker_permission,
+            permission=permission,
             max_delay_level=len(config.store.delay_levels_ms),
             max_message_size_bytes=config.store.max_message_size_bytes,
             sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
@@ -180,7 +183,7 @@ class SendHandler:
 
     def _check_topic(self, header: SendMessageRequestHeader) -> TopicConfig:
         topic = header.topic
-        if not writeable(self._settings.broker_permission):
+        if not self._settings.permission.writeable:
             raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not writeable")
         problem = validate_topic(topic)
         if problem is not None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.permission import BrokerPermission
 from apogee.broker.retry import (
     DLQ_NUMS_PER_GROUP,
     SendBack,
@@ -51,12 +52,14 @@ _UNIT_SUB_TOPIC_FLAG = 0x2  # TopicSysFlag: UNIT_SUB
 @dataclass(frozen=True, slots=True)
 class SendBackSettings:
     store_host: HostPort
-    broker_permission: int
+    permission: BrokerPermission
     max_delay_level: int
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, store_host: HostPort) -> SendBackSettings:
-        return cls(store_host, config.broker_permission, len(config.store.delay_levels_ms))
+    def from_config(
+        cls, config: BrokerConfig, store_host: HostPort, permission: BrokerPermission
+    ) -> SendBackSettings:
+        return cls(store_host, permission, len(config.store.delay_levels_ms))
 
 
 class SendBackHandler:
@@ -84,7 +87,7 @@ class SendBackHandler:
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {header.group}",
             )
-        if not writeable(self._settings.broker_permission):
+        if not self._settings.permission.writeable:
             return request.make_response(ResponseCode.NO_PERMISSION, "the broker is not writeable")
         if group.retry_queue_nums <= 0:
             log.info("group %s has no retry queues: message at %d dropped",
