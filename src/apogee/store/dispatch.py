@@ -2,8 +2,9 @@
 
 Owns: DispatchRequest (one per stored record, built either at append time or
 by re-reading the log during recovery and on slaves), the Dispatcher
-protocol implemented by the consume-queue builder and the index service, the
-compact tuple form of a request used on hot paths, and ``index_fields``, the
+protocol implemented by the consume-queue builder and the index service (and
+its batch form, EntryDispatcher), the compact tuple form of a request used on
+hot paths, and ``index_fields``, the
 one function that derives tag code, keys and unique key from a record's
 property string, so that the append path and the log-parsing path cannot
 disagree.
@@ -12,6 +13,7 @@ Imports: ``apogee.model``, stdlib.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,6 +55,17 @@ class Dispatcher(Protocol):
 #: A DispatchRequest as a plain tuple, fields in the same order; the append
 #: path hands these to the dispatcher because building one is much cheaper.
 DispatchEntry = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int]
+
+
+class EntryDispatcher(Dispatcher, Protocol):
+    """A dispatcher that also takes many records at once, as entries.
+
+    ``dispatch_entries(entries)`` must do what ``dispatch`` of each entry's
+    request would, in order; it exists so that per-record costs (locks,
+    request objects, header writes) are paid once per batch.
+    """
+
+    def dispatch_entries(self, entries: Sequence[DispatchEntry]) -> None: ...
 
 
 _TAGS_MARK = "\x02" + PROPERTY_TAGS + "\x01"

@@ -21,7 +21,8 @@ Rules (RocketMQ's IndexService):
   ``load`` drops every file that ends after the checkpoint, and the store
   re-dispatches the commit log from there.
 
-Threads: one writer (``dispatch``) and any number of readers (``query``).
+Threads: one writer (``dispatch``, ``dispatch_entries``) and any number of
+readers (``query``).
 ``_lock`` guards the file list and every access to mapped bytes. ``flush``
 syncs to disk outside ``_lock`` so the writer is not stalled by the disk;
 ``_flush_lock`` keeps files from being unmapped under a running flush. Lock
@@ -32,13 +33,14 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee.errors import StoreError
-from apogee.store.dispatch import DispatchRequest
+from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
@@ -52,6 +54,9 @@ KEY_SEPARATOR = " "
 _TX_MASK = 0xC
 _TX_ROLLBACK = 0xC
 _NAME = re.compile(r"\d{17}")
+
+# One record to index: commit-log offset, store time, hashes of its keys.
+_Work = tuple[int, int, list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +74,25 @@ class IndexQueryResult:
 
 def index_keys(request: DispatchRequest) -> list[str]:
     """The index keys of one record, ``topic#key``, without duplicates."""
-    prefix = request.topic + "#"
-    keys = [prefix + request.uniq_key] if request.uniq_key else []
-    if request.keys:
-        for token in request.keys.split(KEY_SEPARATOR):
+    return record_keys(request.topic, request.keys, request.uniq_key)
+
+
+def record_keys(topic: str, keys: str | None, uniq: str | None) -> list[str]:
+    """``topic#UNIQ_KEY`` and ``topic#token`` for each token of KEYS, without duplicates."""
+    prefix = topic + "#"
+    out = [prefix + uniq] if uniq else []
+    if keys:
+        for token in keys.split(KEY_SEPARATOR):
             if token:
                 key = prefix + token
-                if key not in keys:  # a handful of keys: a list beats a set here
-                    keys.append(key)
-    return keys
+                if key not in out:  # a handful of keys: a list beats a set here
+                    out.append(key)
+    return out
+
+
+def key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
+    """``index_key_hash`` of each of :func:`record_keys`."""
+    return [index_key_hash(key) for key in record_keys(topic, keys, uniq)]
 
 
 def file_name_for(now_ms: int) -> str:
@@ -162,21 +177,35 @@ class IndexService:
         if request.sys_flag & _TX_MASK == _TX_ROLLBACK:
             return
         keys = index_keys(request)
-        if not keys:
-            return
-        hashes = [index_key_hash(key) for key in keys]  # outside the lock readers wait on
-        offset, timestamp = request.commit_log_offset, request.store_timestamp
+        if keys:
+            hashes = [index_key_hash(key) for key in keys]  # outside the lock readers wait on
+            self._put([(request.commit_log_offset, request.store_timestamp, hashes)])
+
+    def dispatch_entries(self, entries: Sequence[DispatchEntry]) -> None:
+        """Index many records, in log order, under one lock (see ``dispatch``)."""
+        work: list[_Work] = []
+        for entry in entries:
+            keys, uniq = entry[7], entry[8]
+            if (keys or uniq) and entry[9] & _TX_MASK != _TX_ROLLBACK:
+                work.append((entry[2], entry[5], key_hashes(entry[0], keys, uniq)))
+        if work:
+            self._put(work)
+
+    def _put(self, work: list[_Work]) -> None:
         with self._lock:
             self._require_open()
             current = self._files[-1] if self._files else None
-            if current is not None and _already_indexed(current, offset):
-                return
-            if current is None or current.is_full:
-                current = self._roll()
-            for key_hash in hashes:
-                if not current.put_hash(key_hash, offset, timestamp):
+            for offset, timestamp, hashes in work:
+                if current is not None and _already_indexed(current, offset):
+                    continue
+                if not hashes:
+                    continue
+                if current is None or current.is_full:
                     current = self._roll()
-                    current.put_hash(key_hash, offset, timestamp)
+                for key_hash in hashes:
+                    if not current.put_hash(key_hash, offset, timestamp):
+                        current = self._roll()
+                        current.put_hash(key_hash, offset, timestamp)
 
     def flush(self) -> int:
         """Force every file to disk; return the indexMsgTimestamp to checkpoint.
