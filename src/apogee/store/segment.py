@@ -12,6 +12,10 @@ Invariants:
   ``flushed <= wrote``;
 - data is made durable with ``fdatasync`` on the file, which releases the GIL
   (``mmap.flush`` holds it) and covers pages dirtied through the mapping;
+- pages are populated ahead of the writer by ``madvise`` called through
+  ctypes, which releases the GIL (``mmap.madvise`` holds it for the whole
+  populate, milliseconds for a few MiB, stalling the event loop); a
+  per-segment lock keeps the mapping alive while such a call runs;
 - a segment whose memory is still exported (readers hold memoryviews) cannot
   be unmapped; ``close`` then reports False and the owner retries later.
 """
@@ -19,10 +23,13 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import mmap
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from apogee.errors import StoreCorruptionError, StoreError
@@ -32,6 +39,29 @@ _ZERO_CHUNK = bytes(1 << 20)
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; the mmap module does not name it
 # Whether the kernel takes MADV_POPULATE_WRITE; cleared at the first refusal.
 _POPULATE = {"ok": sys.platform == "linux"}
+
+
+def _libc_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's madvise through ctypes (which drops the GIL for the call), if there is one."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_madvise = _libc_madvise()
+
+
+def _address_of(mapping: mmap.mmap) -> int:
+    """Where a writable mapping starts in memory (the buffer export is released at once)."""
+    holder = ctypes.c_char.from_buffer(mapping)
+    try:
+        return ctypes.addressof(holder)
+    finally:
+        del holder
 
 
 def segment_name(start: int) -> str:
@@ -50,7 +80,9 @@ class Segment:
     """A mapped file holding bytes ``[start, start + size)`` of a log."""
 
     __slots__ = (
+        "_address",
         "_fd",
+        "_lock",
         "_map",
         "flushed",
         "path",
@@ -72,6 +104,8 @@ class Segment:
         self.wrote = 0
         self.flushed = 0
         self.prefaulted = 0  # bytes from the start whose pages are mapped writable
+        self._address = 0  # of the mapping, once a prefault needed it
+        self._lock = threading.Lock()  # held while a GIL-free call uses the mapping
         flags = os.O_RDONLY if readonly else os.O_RDWR
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -138,12 +172,24 @@ class Segment:
         begin = self.prefaulted
         if end <= begin or not _POPULATE["ok"]:
             return _POPULATE["ok"]
-        try:
-            self._map.madvise(MADV_POPULATE_WRITE, begin, end - begin)
-        except (OSError, ValueError):
-            _POPULATE["ok"] = False
-            return False
+        with self._lock:
+            if self._fd < 0:
+                return True  # closed meanwhile: nothing left to populate
+            if not self._populate(begin, end - begin):
+                _POPULATE["ok"] = False
+                return False
         self.prefaulted = end
+        return True
+
+    def _populate(self, begin: int, length: int) -> bool:
+        if _madvise is not None and not self.readonly:
+            if not self._address:
+                self._address = _address_of(self._map)
+            return _madvise(self._address + begin, length, MADV_POPULATE_WRITE) == 0
+        try:
+            self._map.madvise(MADV_POPULATE_WRITE, begin, length)
+        except (OSError, ValueError):
+            return False
         return True
 
     def fill_zero(self, begin: int, end: int) -> None:
@@ -183,16 +229,17 @@ class Segment:
 
     def close(self) -> bool:
         """Unmap and close; False (and still mapped) while readers hold views."""
-        if self._fd < 0:
+        with self._lock:
+            if self._fd < 0:
+                return True
+            try:
+                self.view.release()
+                self._map.close()
+            except BufferError:
+                return False
+            os.close(self._fd)
+            self._fd = -1
             return True
-        try:
-            self.view.release()
-            self._map.close()
-        except BufferError:
-            return False
-        os.close(self._fd)
-        self._fd = -1
-        return True
 
     def is_closed(self) -> bool:
         return self._fd < 0
