@@ -50,19 +50,16 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
-    MESSAGE_MAGIC_CODE_V1,
-    PROPERTIES_LENGTH,
-    SIZE_MAGIC,
     BatchRecord,
     encode_batch_records_into,
-    header_struct,
+    encode_record_into,
     pack_host,
     store_timestamp_at,
     write_blank,
 )
 from apogee.model.topic import SCHEDULE_TOPIC
 from apogee.store.config import StoreConfig
-from apogee.store.dispatch import DispatchEntry, index_fields
+from apogee.store.dispatch import DispatchEntry, index_fields, message_fields
 from apogee.store.results import PutResult, PutStatus
 from apogee.store.segment import Segment
 from apogee.store.segment_queue import SegmentQueue
@@ -70,10 +67,8 @@ from apogee.store.segment_queue import SegmentQueue
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _packed = pack_host  # module-level names are quicker to reach on the hot path
 _crc32 = crc32
-_HEADER_V4 = header_struct(False, False)
-_MAX_PROPS = MAX_PROPERTIES_LENGTH
-_pack_props_len = PROPERTIES_LENGTH.pack_into
-_pack_size_magic = SIZE_MAGIC.pack_into
+_encode = encode_record_into  # compiled when apogee._speedups was built
+_message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
@@ -167,7 +162,7 @@ class CommitLog:
 
     # One long function on purpose: it runs once per message, and every call
     # or attribute hop shows in the throughput (see bench/store.py).
-    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
+    def append(self, msg: StoreMessage) -> PutResult:
         """Append one message; see the module invariants."""
         body = msg.body
         topic = msg.topic
@@ -188,14 +183,13 @@ class CommitLog:
         ):
             return self._refuse(msg, size, plen)
         sys_flag = msg.sys_flag & ~_HOST_FLAGS
-        v4 = len(born) == 8 and len(store) == 8
-        if not v4:
+        if len(born) != 8 or len(store) != 8:
             if len(born) == 20:
                 sys_flag |= BORNHOST_V6_FLAG
             if len(store) == 20:
                 sys_flag |= STOREHOSTADDRESS_V6_FLAG
         crc = _crc32(body) & CRC_MASK
-        code, keys, uniq = index_fields(topic, text, 0, ())
+        code, keys, uniq = _message_fields(text)
         indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
         qid = msg.queue_id
         prepared = msg.prepared_transaction_offset
@@ -203,7 +197,8 @@ class CommitLog:
             return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
         with self.put_lock:
             self._lock_begin_ms = now = self._now()
-            seg = self._last
+            segs = self.queue.segments
+            seg = segs[-1] if segs else None
             pos = seg.wrote if seg is not None else -1
             if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
                 try:
@@ -214,23 +209,10 @@ class CommitLog:
             phys = seg.start + pos
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
-            # encode_record_into, inlined: this runs once per message
-            view = seg.view
-            header = _HEADER_V4 if v4 else header_struct(len(born) == 20, len(store) == 20)
             # fmt: off
-            header.pack_into(view, pos + 8, crc, qid, msg.flag, qoff, phys, sys_flag,
-                             msg.born_timestamp, born, now, store, msg.reconsume_times, prepared,
-                             blen)
+            _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
+                    now, store, msg.reconsume_times, prepared, body, tfield, props, crc)
             # fmt: on
-            p = pos + 8 + header.size
-            view[p : p + blen] = body
-            p += blen
-            view[p : p + tlen] = tfield
-            p += tlen
-            _pack_props_len(view, p, plen)
-            p += 2
-            view[p : p + plen] = props
-            _pack_size_magic(view, pos, size, MESSAGE_MAGIC_CODE_V1)
             seg.wrote = pos + size
             if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()

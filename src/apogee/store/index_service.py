@@ -4,7 +4,8 @@ Owns: the ``<root>/index`` directory — which keys of a record are indexed,
 rolling to a new file when one is full, queries across files, the
 checkpoint timestamp it can vouch for, recovery after a crash and deletion
 of files the commit log no longer covers. Imports: stdlib, ``apogee.errors``,
-``apogee._util.clock``, ``apogee.store.dispatch``, ``apogee.store.index_file``.
+``apogee._util`` (clock, native), ``apogee.store.dispatch``,
+``apogee.store.index_file``.
 
 Rules (RocketMQ's IndexService):
 
@@ -33,12 +34,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.native import speedups
 from apogee.errors import StoreError
 from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
@@ -46,6 +48,7 @@ from apogee.store.index_file import (
     DEFAULT_INDEX_NUM,
     TMP_SUFFIX,
     IndexFile,
+    IndexWork,
     index_key_hash,
 )
 
@@ -54,9 +57,6 @@ KEY_SEPARATOR = " "
 _TX_MASK = 0xC
 _TX_ROLLBACK = 0xC
 _NAME = re.compile(r"\d{17}")
-
-# One record to index: commit-log offset, store time, hashes of its keys.
-_Work = tuple[int, int, list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,28 @@ def record_keys(topic: str, keys: str | None, uniq: str | None) -> list[str]:
 def key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
     """``index_key_hash`` of each of :func:`record_keys`."""
     return [index_key_hash(key) for key in record_keys(topic, keys, uniq)]
+
+
+def index_work_python(entries: Sequence[DispatchEntry]) -> IndexWork:
+    """(offset, store time, key hashes) of the entries that have keys to index, in order.
+
+    ROLLBACK records and records without keys are left out. The
+    specification of the compiled twin ``apogee._speedups.index_work``.
+    """
+    work: IndexWork = []
+    for entry in entries:
+        keys, uniq = entry[7], entry[8]
+        if (keys or uniq) and entry[9] & _TX_MASK != _TX_ROLLBACK:
+            hashes = key_hashes(entry[0], keys, uniq)
+            if hashes:
+                work.append((entry[2], entry[5], hashes))
+    return work
+
+
+#: :func:`index_work_python` or its compiled twin.
+index_work: Callable[[Sequence[DispatchEntry]], IndexWork] = (
+    speedups.index_work if speedups is not None else index_work_python
+)
 
 
 def file_name_for(now_ms: int) -> str:
@@ -183,29 +205,17 @@ class IndexService:
 
     def dispatch_entries(self, entries: Sequence[DispatchEntry]) -> None:
         """Index many records, in log order, under one lock (see ``dispatch``)."""
-        work: list[_Work] = []
-        for entry in entries:
-            keys, uniq = entry[7], entry[8]
-            if (keys or uniq) and entry[9] & _TX_MASK != _TX_ROLLBACK:
-                work.append((entry[2], entry[5], key_hashes(entry[0], keys, uniq)))
+        work = index_work(entries)  # hashed outside the lock readers wait on
         if work:
             self._put(work)
 
-    def _put(self, work: list[_Work]) -> None:
+    def _put(self, work: IndexWork) -> None:
         with self._lock:
             self._require_open()
-            current = self._files[-1] if self._files else None
-            for offset, timestamp, hashes in work:
-                if current is not None and _already_indexed(current, offset):
-                    continue
-                if not hashes:
-                    continue
-                if current is None or current.is_full:
-                    current = self._roll()
-                for key_hash in hashes:
-                    if not current.put_hash(key_hash, offset, timestamp):
-                        current = self._roll()
-                        current.put_hash(key_hash, offset, timestamp)
+            current = self._files[-1] if self._files else self._roll()
+            rec, key = current.put_work(work, 0, 0)
+            while rec < len(work):  # the file is full
+                rec, key = self._roll().put_work(work, rec, key)
 
     def flush(self) -> int:
         """Force every file to disk; return the indexMsgTimestamp to checkpoint.
@@ -299,13 +309,6 @@ class IndexService:
         while (self._dir / name).exists():
             name = _successor(name)
         return name
-
-
-def _already_indexed(current: IndexFile, offset: int) -> bool:
-    # Equal to the end means the record was indexed (maybe split across this
-    # file and the previous one) unless this file has no entry yet.
-    end = current.end_phy_offset
-    return offset < end or (offset == end and current.index_count > 1)
 
 
 def _successor(name: str) -> str:
