@@ -18,8 +18,9 @@ Rules (RocketMQ's IndexService):
   sort in creation order: if the clock would repeat or go back, a new name
   is the previous one plus one.
 * Checkpoint: only a full (sealed) file never changes again, so ``flush``
-  vouches for the newest sealed file's endTimestamp. After an abnormal exit
-  ``load`` drops every file that ends after the checkpoint, and the store
+  syncs sealed files and vouches for the newest one's endTimestamp; the
+  writable file is synced by ``close``. After an abnormal exit ``load``
+  drops every file that ends after the checkpoint, and the store
   re-dispatches the commit log from there.
 
 Threads: one writer (``dispatch``, ``dispatch_entries``) and any number of
@@ -218,21 +219,25 @@ class IndexService:
                 rec, key = self._roll().put_work(work, rec, key)
 
     def flush(self) -> int:
-        """Force every file to disk; return the indexMsgTimestamp to checkpoint.
+        """Force the sealed files to disk; return the indexMsgTimestamp to checkpoint.
 
         That is the endTimestamp of the newest sealed file flushed so far
         (never less than the checkpoint ``load`` was given): every record
-        stored up to then is durably indexed. The writable file is flushed
-        too, but can still change, so it vouches for nothing.
+        stored up to then is durably indexed. The writable file is left to
+        ``close`` (or to the first flush after it fills up): it vouches for
+        nothing, since after a crash it is dropped and rebuilt from the commit
+        log, and syncing it every round rewrote its randomly dirtied slot
+        pages each time (RocketMQ's IndexService also flushes a file only once
+        it is full).
         """
         with self._flush_lock:
             with self._lock:
                 if not self._open:
                     return self._durable_ts
-                files = list(self._files)
-                sealed = max((f.end_timestamp for f in files if f.is_full), default=0)
-            for f in files:
-                f.flush()
+                sealed_files = [f for f in self._files if f.is_full]
+            for f in sealed_files:
+                f.flush()  # a no-op for files already flushed since they filled up
+            sealed = max((f.end_timestamp for f in sealed_files), default=0)
             self._durable_ts = max(self._durable_ts, sealed)
             return self._durable_ts
 

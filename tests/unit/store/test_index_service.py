@@ -19,6 +19,7 @@ import pytest
 from apogee._util.clock import FakeClock
 from apogee.errors import StoreCorruptionError, StoreError
 from apogee.store.dispatch import DispatchEntry, Dispatcher, DispatchRequest
+from apogee.store.index_file import IndexFile
 from apogee.store.index_service import MAX_MSGS_NUM_BATCH, IndexQueryResult, IndexService
 
 T0 = 1_700_000_000_000
@@ -468,3 +469,25 @@ def test_dispatch_entries_writes_what_dispatch_one_by_one_writes(tmp_path: Path)
     batched.close()
     assert len(names(tmp_path / "one")) > 2
     assert _file_bytes(tmp_path / "batch") == _file_bytes(tmp_path / "one")
+
+
+def test_flush_syncs_sealed_files_and_close_syncs_the_writable_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real_flush = IndexFile.flush
+
+    def recording_flush(self: IndexFile) -> None:
+        synced.append(self.name)
+        real_flush(self)
+
+    monkeypatch.setattr(IndexFile, "flush", recording_flush)
+    s = service(tmp_path)  # 4 keys per file
+    for i in range(3):
+        s.dispatch(req(i * 10, keys=f"a{i} b{i}", ts=T0 + i))
+    first, second = names(tmp_path)
+    assert s.flush() == T0 + 1
+    assert synced == [first]
+    synced.clear()
+    s.close()
+    assert synced == [first, second]
