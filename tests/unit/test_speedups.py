@@ -24,7 +24,8 @@ from apogee.model.message import (
     BatchItem,
     StoreBatch,
 )
-from apogee.model.message_codec import encode_record_into_python
+from apogee.model.message_codec import decode_batch_python, encode_record_into_python
+from apogee.store.commitlog import encode_batch_python, prepare_batch_python
 from apogee.store.dispatch import DispatchEntry, message_fields_python
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_file import IndexFile, IndexWork
@@ -86,6 +87,14 @@ def property_strings(draw: st.DrawFn) -> str:
 @given(property_strings())
 def test_message_fields(text: str) -> None:
     assert native.message_fields(text) == message_fields_python(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ua\x01\ud800\x02TAGS\x01t\x02", "KEYS\x01a\udfffb\x02", "TAGS\x01x\ud83d\x02", "\ud800"],
+)
+def test_message_fields_with_lone_surrogates(text: str) -> None:
+    assert outcome(native.message_fields, text) == outcome(message_fields_python, text)
 
 
 # -- record encoding ------------------------------------------------------------------
@@ -154,6 +163,95 @@ def test_encode_record_into_refuses_what_struct_refuses(change: dict[str, Any]) 
         encode_record_into_python, b, *values
     )
     assert outcome(native.encode_record_into, a, *values)[1] is struct.error
+
+
+# -- batches ------------------------------------------------------------------------
+
+
+@st.composite
+def batch_bodies(draw: st.DrawFn) -> bytes:
+    out = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        body = draw(st.binary(max_size=40))
+        props = draw(property_strings()).encode()
+        flag = draw(I32)
+        out += struct.pack(">iiiii", 22 + len(body) + len(props), 0, 0, flag, len(body))
+        out += body + struct.pack(">h", len(props)) + props
+    if draw(st.booleans()) and out:  # damage: cut, bad lengths, bad UTF-8
+        at = draw(st.integers(0, len(out) - 1))
+        how = draw(st.sampled_from(["cut", "byte", "utf8"]))
+        if how == "cut":
+            del out[at:]
+        elif how == "byte":
+            out[at] = draw(st.integers(0, 255))
+        else:
+            out[at:at] = b"\xff"
+    return bytes(out)
+
+
+def decoded(fn: Any, body: bytes | bytearray) -> Any:
+    try:
+        return [(flag, bytes(b), p, type(b)) for flag, b, p in fn(body)]
+    except Exception as exc:
+        cause = exc.__cause__
+        return type(exc), str(exc), type(cause), exc.__suppress_context__
+
+
+@settings(max_examples=500, deadline=None)
+@given(batch_bodies())
+def test_decode_batch(body: bytes) -> None:
+    result = decoded(native.decode_batch, body)
+    assert result == decoded(decode_batch_python, body)
+    if isinstance(result, list):  # also from a view of a bytearray
+        items = native.decode_batch(memoryview(bytearray(body)))
+        assert all(type(item) is BatchItem for item in items)
+        assert decoded(native.decode_batch, bytearray(body)) == result
+
+
+@st.composite
+def batch_items(draw: st.DrawFn) -> list[BatchItem]:
+    return [
+        BatchItem(draw(I32), draw(st.binary(max_size=30)), draw(property_strings()))
+        for _ in range(draw(st.integers(0, 5)))
+    ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    batch_items(),
+    property_strings() | st.just(""),
+    st.integers(0, 400),
+    st.integers(0, 200),
+    st.integers(50, 400),
+)
+def test_prepare_batch(
+    items: list[BatchItem], extra: str, max_body: int, fixed: int, max_record: int
+) -> None:
+    args = (items, extra, max_body, fixed, max_record)
+    assert outcome(native.prepare_batch, *args) == outcome(prepare_batch_python, *args)
+
+
+def test_prepare_batch_refuses_long_properties_first() -> None:
+    items = [BatchItem(0, b"b", "p" * 40000)]
+    assert native.prepare_batch(items, "", 10**6, 10, 10) == (1, 40011)
+    assert prepare_batch_python(items, "", 10**6, 10, 10) == (1, 40011)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch_items(), property_strings(), HOSTS, HOSTS, st.integers(0, 30), I64, I64)
+def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
+    items: list[BatchItem], extra: str, born: bytes, store: bytes, pos: int, born_ts: int,
+    store_ts: int,
+) -> None:  # fmt: skip
+    fixed = 74 + 3 + len(born) + len(store)
+    prepared = prepare_batch_python(items, extra, 10**6, fixed, 10**6)
+    assert len(prepared) == 3
+    total, records, index = prepared
+    args = (pos, 1 << 40, 3, 77, 0x10, born_ts, born, store_ts, store, 2, b"\x02Tq", records,
+            index, "Tq")  # fmt: skip
+    a, b = bytearray(pos + total + 8), bytearray(pos + total + 8)
+    assert native.encode_batch(a, *args) == encode_batch_python(b, *args)
+    assert a == b
 
 
 # -- index ---------------------------------------------------------------------------

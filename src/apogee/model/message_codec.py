@@ -4,9 +4,9 @@ Owns: encoding a record straight into a caller's buffer, decoding and
 validating records, iterating the records of a buffer (a pull response body
 is exactly such a run of records), host-address packing and the inner-message
 format of batch sends. Imports: ``apogee.model.message``, ``apogee.errors``,
-``apogee._util.native`` (the compiled twin of the record encoder), stdlib,
-zlib-ng (the same CRC-32 as zlib, several times faster). Pure: no files, no
-clocks.
+``apogee._util.native`` (compiled twins of the record encoder and the batch
+decoder), stdlib, zlib-ng (the same CRC-32 as zlib, several times faster).
+Pure: no files, no clocks.
 
 Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
 
@@ -562,8 +562,11 @@ def store_timestamp_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
     return int.from_bytes(buf[at : at + 8], "big", signed=True)
 
 
-def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+def decode_batch_python(body: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch send body into its messages (bodies are zero-copy views).
+
+    The specification of ``apogee._speedups.decode_batch``;
+    :data:`decode_batch` is whichever runs.
 
     Raises:
         ProtocolError: the body is cut short or a length field is inconsistent.
@@ -591,6 +594,12 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
         items.append(BatchItem(flag, view[body_at : body_at + body_len], props))
         pos += total
     return items
+
+
+#: :func:`decode_batch_python` or its compiled twin.
+decode_batch: Callable[[bytes | bytearray | memoryview], list[BatchItem]] = (
+    speedups.decode_batch if speedups is not None else decode_batch_python
+)
 
 
 def encode_batch(messages: Iterable[Message]) -> bytes:

@@ -32,6 +32,7 @@ from typing import Final
 from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
+from apogee._util.native import speedups
 from apogee.errors import StoreError
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
@@ -40,6 +41,7 @@ from apogee.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    BatchItem,
     StoreBatch,
     StoreMessage,
     merge_batch_properties,
@@ -73,8 +75,86 @@ _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
 # A batch ready to write: total bytes, the records, and per record its size,
-# tag code, keys and unique key (for the hand-off).
-_Prepared = tuple[int, list[BatchRecord], list[tuple[int, int, str | None, str | None]]]
+# tag code, keys and unique key (for the hand-off); or a refusal: (kind, size).
+_Facts = tuple[int, int, str | None, str | None]
+_Prepared = tuple[int, list[BatchRecord], list[_Facts]]
+_Refusal = tuple[int, int]
+_BATCH_TOO_BIG, _PROPERTIES_TOO_LONG, _ITEM_TOO_BIG = 0, 1, 2
+
+
+def prepare_batch_python(
+    items: list[BatchItem], extra: str, max_body: int, fixed: int, max_record: int
+) -> _Prepared | _Refusal:
+    """What a batch needs before the put lock, or why it cannot be stored.
+
+    First the body limit over the whole batch (bodies, property strings and
+    22 bytes of framing per item); then per item its stored properties (its
+    own, then the batch's), record size (``fixed`` plus body and
+    properties), CRC and index fields. The specification of
+    ``apogee._speedups.prepare_batch``.
+    """
+    total_body = sum(len(item[1]) + len(item[2]) + 22 for item in items)
+    if total_body > max_body:
+        return _BATCH_TOO_BIG, total_body
+    records: list[BatchRecord] = []
+    index: list[_Facts] = []
+    total = 0
+    for flag, body, inner in items:
+        text = merge_batch_properties(inner, extra) if extra else inner
+        props = text.encode()
+        size = fixed + len(body) + len(props)
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            return _PROPERTIES_TOO_LONG, size
+        if size > max_record:
+            return _ITEM_TOO_BIG, size
+        code, keys, uniq = message_fields(text)
+        total += size
+        records.append((flag, body, props, _crc32(body) & CRC_MASK))
+        index.append((size, code, keys, uniq))
+    return total, records, index
+
+
+def encode_batch_python(  # noqa: PLR0917
+    buf: object,
+    pos: int,
+    base_offset: int,
+    queue_id: int,
+    first_queue_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    topic_field: bytes,
+    records: list[BatchRecord],
+    index: list[_Facts],
+    topic: str,
+) -> tuple[list[int], list[DispatchEntry]]:
+    """Write a prepared batch at ``buf[pos:]``: its offsets and hand-off entries.
+
+    The specification of ``apogee._speedups.encode_batch``.
+    """
+    offsets = encode_batch_records_into(
+        buf, pos, base_offset, queue_id=queue_id, first_queue_offset=first_queue_offset,
+        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+        store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times,
+        topic_field=topic_field, records=records,
+    )  # fmt: skip
+    entries: list[DispatchEntry] = [
+        (topic, queue_id, phys, size, code, store_timestamp, first_queue_offset + i, keys, uniq,
+         sys_flag, 0)
+        for i, (phys, (size, code, keys, uniq)) in enumerate(zip(offsets, index, strict=True))
+    ]  # fmt: skip
+    return offsets, entries
+
+
+_prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Refusal] = (
+    speedups.prepare_batch if speedups is not None else prepare_batch_python
+)
+_encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = (
+    speedups.encode_batch if speedups is not None else encode_batch_python
+)
 
 
 def _illegal(reason: str) -> PutResult:
@@ -266,9 +346,6 @@ class CommitLog:
             return _illegal("a batch cannot be delayed")
         if not batch.items:
             return _illegal("empty batch")
-        total_body = sum(len(item.body) + len(item.properties) + 22 for item in batch.items)
-        if total_body > self._max_body:
-            return _illegal(f"batch is {total_body} bytes, the limit is {self._max_body}")
         born = pack_host(batch.born_host)
         store = pack_host(batch.store_host)
         sys_flag = batch.sys_flag & ~_HOST_FLAGS
@@ -277,51 +354,16 @@ class CommitLog:
         if len(store) == 20:
             sys_flag |= STOREHOSTADDRESS_V6_FLAG
         fixed = 74 + len(tfield) + len(born) + len(store)
-        prepared = self._prepare_batch(batch, fixed)
-        if isinstance(prepared, PutResult):
-            return prepared
-        return self._write_batch(
-            batch, prepared=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
+        prepared = _prepare_batch(
+            batch.items, batch.properties, self._max_body, fixed, self._max_record
         )
-
-    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> _Prepared | PutResult:
-        """Encode what can be encoded outside the lock, item by item."""
-        extra = batch.properties
-        topic = batch.topic
-        records: list[BatchRecord] = []
-        index: list[tuple[int, int, str | None, str | None]] = []
-        total = 0
-        max_record = self._max_record
-        for flag, body, inner in batch.items:
-            text = merge_batch_properties(inner, extra) if extra else inner
-            props = text.encode()
-            size = fixed + len(body) + len(props)
-            if size > max_record or len(props) > MAX_PROPERTIES_LENGTH:
-                if len(props) > MAX_PROPERTIES_LENGTH:
-                    return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
-                return _illegal(f"batch item of {size} bytes exceeds {max_record}")
-            code, keys, uniq = index_fields(topic, text, 0, ())
-            total += size
-            records.append((flag, body, props, _crc32(body) & CRC_MASK))
-            index.append((size, code, keys, uniq))
+        if len(prepared) == 2:
+            return self._refuse_batch(*prepared)
+        total, records, index = prepared
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
-        return total, records, index
-
-    def _write_batch(
-        self,
-        batch: StoreBatch,
-        *,
-        prepared: _Prepared,
-        tfield: bytes,
-        born: bytes,
-        store: bytes,
-        sys_flag: int,
-    ) -> PutResult:
-        total, records, index = prepared
-        topic = batch.topic
         qid = batch.queue_id
-        key = (topic, qid)
+        key = (batch.topic, qid)
         with self.put_lock:
             now = self.clock.now_ms()
             self._lock_begin_ms = now
@@ -331,21 +373,12 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
             first = self.topic_queue_table.get(key, 0)
-            offsets = encode_batch_records_into(
-                seg.view, pos, seg.start, queue_id=qid, first_queue_offset=first,
-                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born,
-                store_timestamp=now, store_host=store, reconsume_times=batch.reconsume_times,
-                topic_field=tfield, records=records,
+            offsets, entries = _encode_batch(
+                seg.view, pos, seg.start, qid, first, sys_flag, batch.born_timestamp, born, now,
+                store, batch.reconsume_times, tfield, records, index, batch.topic,
             )  # fmt: skip
             seg.wrote = pos + total
-            self.handoff.extend(
-                [
-                    (topic, qid, phys, size, code, now, first + i, keys, uniq, sys_flag, 0)
-                    for i, (phys, (size, code, keys, uniq)) in enumerate(
-                        zip(offsets, index, strict=True)
-                    )
-                ]
-            )
+            self.handoff.extend(entries)
             self.topic_queue_table[key] = first + len(offsets)
             self.last_store_timestamp = now
             self.appended_msgs += len(offsets)
@@ -355,6 +388,14 @@ class CommitLog:
         return PutResult(
             PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
+
+    def _refuse_batch(self, kind: int, size: int) -> PutResult:
+        """The result for a refusal of :func:`prepare_batch_python`."""
+        if kind == _BATCH_TOO_BIG:
+            return _illegal(f"batch is {size} bytes, the limit is {self._max_body}")
+        if kind == _PROPERTIES_TOO_LONG:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
+        return _illegal(f"batch item of {size} bytes exceeds {self._max_record}")
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """Append raw log bytes at ``offset`` (a slave copying its master).

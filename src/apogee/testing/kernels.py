@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from apogee._util.native import speedups
+from apogee.broker.handlers import send
 from apogee.model import javahash, message_codec
 from apogee.store import commitlog, dispatch, index_file, index_service
 from apogee.store.index_file import IndexFile
@@ -25,6 +26,10 @@ KERNEL_SITES: list[tuple[Any, str, Any]] = [
     (commitlog, "_message_fields", dispatch.message_fields_python),
     (message_codec, "encode_record_into", message_codec.encode_record_into_python),
     (commitlog, "_encode", message_codec.encode_record_into_python),
+    (message_codec, "decode_batch", message_codec.decode_batch_python),
+    (send, "decode_batch", message_codec.decode_batch_python),
+    (commitlog, "_prepare_batch", commitlog.prepare_batch_python),
+    (commitlog, "_encode_batch", commitlog.encode_batch_python),
     (index_service, "index_work", index_service.index_work_python),
     (IndexFile, "put_kernel", None),
 ]
