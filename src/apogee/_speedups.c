@@ -2,8 +2,10 @@
  *
  * Owns: nothing of its own. Each function here is the twin of a named
  * pure-Python function and must give the same result, byte for byte, on
- * every input; the Python twin is the specification and the fallback when
- * this module was not built (apogee._util.native decides which one runs).
+ * every input the twin accepts, and raise the same exception class on
+ * every input it refuses (bytes written before a refusal may differ); the
+ * Python twin is the specification and the fallback when this module was
+ * not built (apogee._util.native decides which one runs).
  *
  *   java_hash            apogee.model.javahash.java_string_hash_python
  *   message_fields       apogee.store.dispatch.message_fields_python
@@ -11,6 +13,7 @@
  *   decode_batch         apogee.model.message_codec.decode_batch_python
  *   prepare_batch        apogee.store.commitlog.prepare_batch_python
  *   encode_batch         apogee.store.commitlog.encode_batch_python
+ *   write_units          apogee.store.consume_queue.write_units_python
  *   index_work           apogee.store.index_service.index_work_python
  *   index_put            apogee.store.index_file.IndexFile.put_work_python
  *
@@ -816,6 +819,89 @@ done:
     return result;
 }
 
+/* -- consume queues ----------------------------------------------------------------- */
+
+#define CQ_UNIT 20
+
+/* Write the consume-queue units of entries[i:j] into one segment
+ * (consume_queue.write_units_python): from entries[i] on, while an entry is
+ * of (topic, queue_id), of a queued transaction type (not PREPARED or
+ * ROLLBACK), its logical offset is the segment's next unit and there is
+ * room. Returns how many were written. */
+static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "write_units() takes 9 arguments");
+        return NULL;
+    }
+    int64_t seg_start, wrote, seg_size, i, j;
+    if (as_i64(args[1], &seg_start) || as_i64(args[2], &wrote) || as_i64(args[3], &seg_size) ||
+        as_i64(args[5], &i) || as_i64(args[6], &j)) {
+        return NULL;
+    }
+    PyObject *entries = args[4], *topic = args[7], *queue_id = args[8];
+    if (!PyList_Check(entries)) {
+        PyErr_SetString(PyExc_TypeError, "write_units() takes the entries as a list");
+        return NULL;
+    }
+    if (j > PyList_GET_SIZE(entries)) {
+        j = PyList_GET_SIZE(entries);
+    }
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    int64_t count = 0;
+    int failed = 0;
+    for (; i < j && wrote < seg_size; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 11) {
+            PyErr_SetString(PyExc_TypeError, "a dispatch entry is an 11-tuple");
+            failed = 1;
+            break;
+        }
+        int64_t phys, size, code, logical, sys_flag;
+        if (as_i64(PyTuple_GET_ITEM(entry, 2), &phys) || as_i64(PyTuple_GET_ITEM(entry, 3), &size) ||
+            as_i64(PyTuple_GET_ITEM(entry, 4), &code) ||
+            as_i64(PyTuple_GET_ITEM(entry, 6), &logical) ||
+            as_i64(PyTuple_GET_ITEM(entry, 9), &sys_flag)) {
+            failed = 1;
+            break;
+        }
+        if ((sys_flag & 0xC) == 0x4 || (sys_flag & 0xC) == 0xC ||
+            logical * CQ_UNIT != seg_start + wrote) {
+            break;
+        }
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 1), queue_id, Py_EQ);
+        if (same == 1) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 0), topic, Py_EQ);
+        }
+        if (same < 0) {
+            failed = 1;
+            break;
+        }
+        if (!same) {
+            break;
+        }
+        if (size < INT32_MIN || size > INT32_MAX || wrote < 0 || wrote + CQ_UNIT > out.len) {
+            PyErr_SetString(struct_error, "a unit does not fit");
+            failed = 1;
+            break;
+        }
+        unsigned char *u = (unsigned char *)out.buf + wrote;
+        put64(u, (uint64_t)phys);
+        put32(u + 8, (uint32_t)size);
+        put64(u + 12, (uint64_t)code);
+        wrote += CQ_UNIT;
+        count++;
+    }
+    PyBuffer_Release(&out);
+    if (failed) {
+        return NULL;
+    }
+    return PyLong_FromLongLong(count);
+}
+
 /* -- index files ---------------------------------------------------------------- */
 
 #define INDEX_HEADER 40
@@ -1134,6 +1220,8 @@ static PyMethodDef methods[] = {
      "Merged properties, sizes, CRCs and index fields of a batch's items."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "Write a prepared batch and build its hand-off entries."},
+    {"write_units", (PyCFunction)(void (*)(void))write_units, METH_FASTCALL,
+     "Write a run of consume-queue units into one segment."},
     {"index_work", (PyCFunction)index_work, METH_O,
      "(offset, store time, key hashes) of the dispatch entries the index takes."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,

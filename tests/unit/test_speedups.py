@@ -26,6 +26,7 @@ from apogee.model.message import (
 )
 from apogee.model.message_codec import decode_batch_python, encode_record_into_python
 from apogee.store.commitlog import encode_batch_python, prepare_batch_python
+from apogee.store.consume_queue import write_units_python
 from apogee.store.dispatch import DispatchEntry, message_fields_python
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_file import IndexFile, IndexWork
@@ -252,6 +253,39 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     a, b = bytearray(pos + total + 8), bytearray(pos + total + 8)
     assert native.encode_batch(a, *args) == encode_batch_python(b, *args)
     assert a == b
+
+
+# -- consume queues -------------------------------------------------------------------
+
+
+@st.composite
+def unit_runs(draw: st.DrawFn) -> tuple[list[DispatchEntry], int, int, int]:
+    """Entries mostly continuing one queue's file, with the odd break in the run."""
+    start = draw(st.sampled_from([0, 200, 1000]))
+    logical = start // 20 + draw(st.sampled_from([0, 0, 0, 1]))
+    entries: list[DispatchEntry] = []
+    for _ in range(draw(st.integers(0, 12))):
+        topic = draw(st.sampled_from(["T", "T", "T", "U"]))
+        qid = draw(st.sampled_from([3, 3, 3, 4]))
+        flag = draw(st.sampled_from([0, 0, 0x8, 0x4, 0xC]))
+        size = draw(st.sampled_from([100, 2**31 - 1, 2**31]))
+        code = draw(I64)
+        entries.append((topic, qid, draw(I64), size, code, 0, logical, None, None, flag, 0))
+        logical += draw(st.sampled_from([1, 1, 1, 0, 2]))
+    return entries, start, draw(st.integers(0, 200)), draw(st.integers(0, 400))
+
+
+@settings(max_examples=500, deadline=None)
+@given(unit_runs(), st.integers(0, 3), st.integers(0, 14))
+def test_write_units(run: tuple[list[DispatchEntry], int, int, int], i: int, j: int) -> None:
+    entries, start, wrote, size = run
+    wrote -= wrote % 20
+    a, b = bytearray(440), bytearray(440)
+    args = (start, wrote, size, entries, i, j, "T", 3)
+    result = outcome(native.write_units, memoryview(a), *args)
+    assert result == outcome(write_units_python, memoryview(b), *args)
+    if result[0] == "value":  # after a refusal the bytes written so far may differ
+        assert a == b
 
 
 # -- index ---------------------------------------------------------------------------

@@ -70,39 +70,29 @@ class Reput:
     def step(self, max_records: int = 1024) -> int:
         """Dispatch up to ``max_records`` records; return how many were dispatched.
 
-        Consume-queue units are written record by record; the extra
-        dispatchers (the index) get the step's records at the end, in order.
+        Records are taken in runs: the hand-off entries that continue the
+        cursor, or one record parsed from the log. Each run's consume-queue
+        units are written (a run of one queue with one call) before the
+        cursor moves past it; the extra dispatchers (the index) get the
+        step's records at the end, in order.
         """
         handoff = self.commit_log.handoff
-        queues = self._queues
-        arrival = self.arrival
-        sinks = self._sinks
         taken: list[DispatchEntry] = []
         cursor = self.reput_from
-        stamp = self.last_store_timestamp
         done = 0
         while done < max_records:
-            # Fast lane: hand-off entries that continue the cursor exactly;
-            # the consume-queue write is done right here (this loop runs once
-            # per stored message).
+            # Fast lane: hand-off entries that continue the cursor exactly.
+            mark = len(taken)
             while handoff and done < max_records:
                 entry = handoff[0]
                 if entry[2] != cursor:
                     break
-                handoff.popleft()
-                if (entry[9] & _TX_MASK) not in _NOT_QUEUED:
-                    cq = queues.get((entry[0], entry[1]))
-                    if cq is None:
-                        cq = self.queues.get_or_create(entry[0], entry[1])
-                    cq.put(entry[6], cursor, entry[3], entry[4])
-                    if arrival is not None:
-                        arrival(entry[0], entry[1], entry[6], entry[4], entry[5])
-                if sinks:
-                    taken.append(entry)
-                stamp = entry[5]
+                taken.append(handoff.popleft())
                 cursor += entry[3]
                 done += 1
-            self.reput_from = cursor
+            if len(taken) > mark:
+                self._queue(taken, mark)
+                self.reput_from = cursor
             if done >= max_records:
                 break
             while handoff and handoff[0][2] < self.reput_from:
@@ -112,15 +102,13 @@ class Reput:
             parsed = self._parse_next()
             if parsed is None:
                 break
-            self._queue(parsed)
-            if sinks:
-                taken.append(parsed)
-            stamp = parsed[5]
+            taken.append(parsed)
+            self._queue(taken, len(taken) - 1)
             self.reput_from = cursor = parsed[2] + parsed[3]
             done += 1
-        self.last_store_timestamp = stamp
         if taken:
-            for sink in sinks:
+            self.last_store_timestamp = taken[-1][5]
+            for sink in self._sinks:
                 sink(taken)
         self.dispatched_count += done
         return done
@@ -143,20 +131,29 @@ class Reput:
                 return None  # not a whole record (yet); recovery deals with damage
             return entry_from_meta(checked.meta, self.commit_log.config.delay_levels_ms)
 
-    def _queue(self, entry: DispatchEntry) -> None:
-        """Write one record's consume-queue unit and tell the arrival listener."""
-        topic, qid, phys, size, code, store_ts, qoff, _, _, sys_flag, _ = entry
-        if (sys_flag & _TX_MASK) not in _NOT_QUEUED:
-            cq = self._queues.get((topic, qid))
+    def _queue(self, entries: list[DispatchEntry], i: int) -> None:
+        """Write the consume-queue units of ``entries[i:]``; tell the arrival listener."""
+        queues = self._queues
+        j = len(entries)
+        start = i
+        while i < j:
+            entry = entries[i]
+            if (entry[9] & _TX_MASK) in _NOT_QUEUED:
+                i += 1
+                continue
+            cq = queues.get((entry[0], entry[1]))
             if cq is None:
-                cq = self.queues.get_or_create(topic, qid)
-            cq.put(qoff, phys, size, code)
-            if self.arrival is not None:
-                self.arrival(topic, qid, qoff, code, store_ts)
+                cq = self.queues.get_or_create(entry[0], entry[1])
+            i += cq.put_run(entries, i, j)
+        arrival = self.arrival
+        if arrival is not None:
+            for entry in entries[start:]:
+                if (entry[9] & _TX_MASK) not in _NOT_QUEUED:
+                    arrival(entry[0], entry[1], entry[6], entry[4], entry[5])
 
     def apply(self, entry: DispatchEntry) -> None:
         """Feed one record to the consume queue, the dispatchers and the listener."""
-        self._queue(entry)
+        self._queue([entry], 0)
         for sink in self._sinks:
             sink((entry,))
         self.last_store_timestamp = entry[5]

@@ -15,7 +15,7 @@ from typing import Any
 from apogee._util.native import speedups
 from apogee.broker.handlers import send
 from apogee.model import javahash, message_codec
-from apogee.store import commitlog, dispatch, index_file, index_service
+from apogee.store import commitlog, consume_queue, dispatch, index_file, index_service
 from apogee.store.index_file import IndexFile
 
 #: (owner, attribute, Python twin) of every binding of a compiled kernel.
@@ -30,6 +30,7 @@ KERNEL_SITES: list[tuple[Any, str, Any]] = [
     (send, "decode_batch", message_codec.decode_batch_python),
     (commitlog, "_prepare_batch", commitlog.prepare_batch_python),
     (commitlog, "_encode_batch", commitlog.encode_batch_python),
+    (consume_queue, "_write_units", consume_queue.write_units_python),
     (index_service, "index_work", index_service.index_work_python),
     (IndexFile, "put_kernel", None),
 ]
