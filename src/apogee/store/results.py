@@ -31,7 +31,8 @@ class PutStatus(Enum):
     @property
     def is_stored(self) -> bool:
         """The message is in the commit log (possibly not yet durable/replicated)."""
-        return self in _STORED
+        # PUT_OK first by identity: the set look-up hashes the member in Python.
+        return self is PutStatus.PUT_OK or self in _STORED
 
 
 _STORED = frozenset(
