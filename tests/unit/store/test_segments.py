@@ -57,6 +57,20 @@ def test_prefault_maps_ahead_keeps_bytes_and_leaves_the_segment_closable(tmp_pat
     assert other.prefaulted == 0
 
 
+def test_sync_takes_any_range_and_a_closed_segment_is_left_alone(tmp_path: Path) -> None:
+    size = 16 * 4096
+    seg = Segment(tmp_path / segment_name(0), 0, size, create=True)
+    seg.view[5000:5010] = b"0123456789"
+    seg.wrote = 5010
+    seg.sync(4999, 5010)  # an unaligned start is taken down to its page
+    seg.sync()
+    seg.truncate_to(5005)  # zeroes past the new end; the next sync covers them too
+    seg.sync(seg.flushed, seg.wrote)
+    assert bytes(seg.view[5000:5010]) == b"01234\0\0\0\0\0"
+    assert seg.close()
+    seg.sync(0, 100)
+
+
 def test_roll_and_locate(tmp_path: Path) -> None:
     q = SegmentQueue(tmp_path, SIZE)
     fill(q, 2 * SIZE + 10)
