@@ -72,6 +72,7 @@ _crc32 = crc32
 _encode = encode_record_into  # compiled when apogee._speedups was built
 _message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
 # A batch ready to write: total bytes, the records, and per record its size,
@@ -306,7 +307,7 @@ class CommitLog:
                 (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
             )
             self._lock_begin_ms = 0
-        return PutResult(PutStatus.PUT_OK, phys, size, qoff, 1, now, store)
+        return PutResult(_PUT_OK, phys, size, qoff, 1, now, store)
 
     def _refuse(self, msg: StoreMessage, size: int, props_len: int) -> PutResult:
         """Why a message that failed the quick size checks cannot be stored."""
@@ -386,7 +387,7 @@ class CommitLog:
                 self.on_prefault_due()
             self._lock_begin_ms = 0
         return PutResult(
-            PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
+            _PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
 
     def _refuse_batch(self, kind: int, size: int) -> PutResult:
