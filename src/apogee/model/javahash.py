@@ -1,6 +1,8 @@
 """Java's ``String.hashCode`` — RocketMQ stores it as tag codes and index keys.
 
-Owns: the one implementation of the hash. Imports: stdlib only.
+Owns: the one implementation of the hash (and the choice of its compiled
+twin, ``apogee._speedups.java_hash``, when that was built). Imports: stdlib,
+``apogee._util.native``.
 
 The hash runs over UTF-16 code units (so a character outside the BMP counts
 as its two surrogates) with 32-bit signed wrap-around:
@@ -19,6 +21,8 @@ import operator
 import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+
+from apogee._util.native import speedups
 
 _MASK = 0xFFFFFFFF
 _CHUNK = 128
@@ -51,11 +55,12 @@ def _chunked(units: Sequence[int], terms: Callable[[Sequence[int]], int]) -> int
     return h
 
 
-def java_string_hash_uncached(text: str) -> int:
+def java_string_hash_python(text: str) -> int:
     """Signed 32-bit ``String.hashCode`` of ``text``, without the cache.
 
     For high-cardinality strings (index keys), which would only evict the
-    few tags that :func:`java_string_hash` keeps.
+    few tags that :func:`java_string_hash` keeps. The specification of the
+    compiled twin; :data:`java_string_hash_uncached` is whichever runs.
     """
     if text.isascii():
         data = text.encode("ascii")
@@ -66,6 +71,11 @@ def java_string_hash_uncached(text: str) -> int:
         return _signed(_chunked(data, _ascii_terms))
     units = memoryview(text.encode(_UTF16_NATIVE)).cast("H")
     return _signed(_chunked(units, _unit_terms))
+
+
+java_string_hash_uncached: Callable[[str], int] = (
+    speedups.java_hash if speedups is not None else java_string_hash_python
+)
 
 
 @lru_cache(maxsize=4096)

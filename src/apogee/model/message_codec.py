@@ -4,8 +4,9 @@ Owns: encoding a record straight into a caller's buffer, decoding and
 validating records, iterating the records of a buffer (a pull response body
 is exactly such a run of records), host-address packing and the inner-message
 format of batch sends. Imports: ``apogee.model.message``, ``apogee.errors``,
-stdlib, zlib-ng (the same CRC-32 as zlib, several times faster). Pure: no
-files, no clocks.
+``apogee._util.native`` (compiled twins of the record encoder and the batch
+decoder), stdlib, zlib-ng (the same CRC-32 as zlib, several times faster).
+Pure: no files, no clocks.
 
 Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
 
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -58,6 +59,7 @@ from typing import Final
 
 from zlib_ng.zlib_ng import crc32
 
+from apogee._util.native import speedups
 from apogee.errors import ProtocolError
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
@@ -170,7 +172,7 @@ def topic_prefix(topic: str) -> bytes:
 
 # Positional on purpose: this runs once per stored message, and keyword
 # matching of 17 arguments costs more than the encoding itself.
-def encode_record_into(  # noqa: PLR0917
+def encode_record_into_python(  # noqa: PLR0917
     buf: bytearray | memoryview | object,
     pos: int,
     queue_id: int,
@@ -198,6 +200,8 @@ def encode_record_into(  # noqa: PLR0917
 
     TOTALSIZE and MAGICCODE go in last: a writer killed part-way leaves no
     magic, so recovery never takes a half-written record for a whole one.
+    The specification of ``apogee._speedups.encode_record_into``;
+    :data:`encode_record_into` is whichever runs.
     """
     body_len = len(body)
     props_len = len(properties)
@@ -232,6 +236,12 @@ def encode_record_into(  # noqa: PLR0917
     buf[p : p + props_len] = properties  # type: ignore[index]
     _BLANK.pack_into(buf, pos, size, MESSAGE_MAGIC_CODE_V1)  # type: ignore[arg-type]
     return size
+
+
+#: :func:`encode_record_into_python` or its compiled twin.
+encode_record_into: Callable[..., int] = (
+    speedups.encode_record_into if speedups is not None else encode_record_into_python
+)
 
 
 def header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
@@ -552,8 +562,11 @@ def store_timestamp_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
     return int.from_bytes(buf[at : at + 8], "big", signed=True)
 
 
-def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+def decode_batch_python(body: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch send body into its messages (bodies are zero-copy views).
+
+    The specification of ``apogee._speedups.decode_batch``;
+    :data:`decode_batch` is whichever runs.
 
     Raises:
         ProtocolError: the body is cut short or a length field is inconsistent.
@@ -581,6 +594,12 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
         items.append(BatchItem(flag, view[body_at : body_at + body_len], props))
         pos += total
     return items
+
+
+#: :func:`decode_batch_python` or its compiled twin.
+decode_batch: Callable[[bytes | bytearray | memoryview], list[BatchItem]] = (
+    speedups.decode_batch if speedups is not None else decode_batch_python
+)
 
 
 def encode_batch(messages: Iterable[Message]) -> bytes:

@@ -107,14 +107,16 @@ class RemotingCommand:
         body: Body = b"",
     ) -> RemotingCommand:
         """The answer to this request: same opaque, response bit set."""
-        return RemotingCommand(
+        return new_command(
             code,
-            opaque=self.opaque,
-            flag=FLAG_RESPONSE,
-            remark=remark,
-            ext_fields=ext_fields,
-            body=body,
-            serialize_type=response_serialize_type(self),
+            DEFAULT_LANGUAGE,
+            CURRENT_VERSION,
+            self.opaque,
+            FLAG_RESPONSE,
+            remark,
+            {} if ext_fields is None else ext_fields,
+            body,
+            SerializeType.JSON if self.language is _CPP else self.serialize_type,
         )
 
     # -- queries ------------------------------------------------------------
@@ -174,6 +176,37 @@ class RemotingCommand:
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+_new = object.__new__
+_CPP = LanguageCode.CPP
+
+
+# Positional and without keyword matching: one is built for every frame
+# decoded and every answer, and ``__init__`` with keywords costs twice as much.
+def new_command(  # noqa: PLR0917
+    code: int,
+    language: LanguageCode,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext_fields: dict[str, str],
+    body: Body,
+    serialize_type: SerializeType,
+) -> RemotingCommand:
+    """``RemotingCommand(...)`` with every field given, in slot order (hot paths)."""
+    cmd: RemotingCommand = _new(RemotingCommand)
+    cmd.code = code
+    cmd.language = language
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext_fields = ext_fields
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd
 
 
 def response_serialize_type(request: RemotingCommand) -> SerializeType:

@@ -34,6 +34,9 @@ _LENGTH = struct.Struct(">i")
 _HEADER_MASK = 0xFFFFFF
 
 _ENCODERS = {SerializeType.JSON: header_json.encode, SerializeType.ROCKETMQ: header_binary.encode}
+_JSON = SerializeType.JSON
+_json_encode = header_json.encode
+_pack_prefix = _PREFIX.pack
 _DECODERS = {
     SerializeType.JSON.value: header_json.decode,
     SerializeType.ROCKETMQ.value: header_binary.decode,
@@ -46,18 +49,20 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
     Body buffers are passed through untouched, so memoryviews of mapped files
     reach ``transport.writelines`` without a copy.
     """
-    header = _ENCODERS[cmd.serialize_type](cmd)
+    kind = cmd.serialize_type
+    # JSON first, without hashing the enum (Enum.__hash__ is Python code).
+    header = _json_encode(cmd) if kind is _JSON else _ENCODERS[kind](cmd)
     h = len(header)
     if h > _HEADER_MASK:
         raise ProtocolError(f"header of {h} bytes does not fit 24 bits")
     body = cmd.body
     if isinstance(body, bytes | bytearray | memoryview):
-        b = memoryview(body).nbytes
-        head = _PREFIX.pack(4 + h + b, (cmd.serialize_type << 24) | h) + header
+        b = len(body) if type(body) is bytes else memoryview(body).nbytes
+        head = _pack_prefix(4 + h + b, (kind << 24) | h) + header
         return [head, body] if b else [head]
     buffers = [part for part in body if len(part)]
     b = sum(memoryview(part).nbytes for part in buffers)
-    head = _PREFIX.pack(4 + h + b, (cmd.serialize_type << 24) | h) + header
+    head = _pack_prefix(4 + h + b, (kind << 24) | h) + header
     return [head, *buffers]
 
 

@@ -26,10 +26,13 @@ import orjson
 
 from apogee.codes import LanguageCode, SerializeType
 from apogee.errors import ProtocolError
-from apogee.protocol.command import Body, RemotingCommand
+from apogee.protocol.command import Body, RemotingCommand, new_command
 
 _LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
 _LANGUAGE_BY_VALUE = {lang.value: lang for lang in LanguageCode}
+# Enum.name is a descriptor call; a dict keyed by member is one hash.
+_NAME_BY_LANGUAGE = {lang: lang.name for lang in LanguageCode}
+_dumps = orjson.dumps
 
 
 def encode(cmd: RemotingCommand) -> bytes:
@@ -38,18 +41,19 @@ def encode(cmd: RemotingCommand) -> bytes:
     if not _all_str(ext):
         # The C++ client reads only string values; never let a number out.
         ext = _coerce_ext(ext)
+    language = _NAME_BY_LANGUAGE.get(cmd.language)
     header: dict[str, Any] = {
         "code": cmd.code,
         "extFields": ext,
         "flag": cmd.flag,
-        "language": cmd.language.name,
+        "language": language if language is not None else cmd.language.name,
         "opaque": cmd.opaque,
         "version": cmd.version,
     }
     if cmd.remark is not None:
         header["remark"] = cmd.remark
     try:
-        return orjson.dumps(header)
+        return _dumps(header)
     except TypeError as exc:  # a non-str ext value slipped in
         raise ProtocolError(f"cannot encode JSON header of {cmd!r}: {exc}") from exc
 
@@ -77,16 +81,16 @@ def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingComman
         remark = str(remark)
     language = obj.get("language")
     version, opaque, flag = obj.get("version"), obj.get("opaque"), obj.get("flag")
-    return RemotingCommand(
+    return new_command(
         code,
-        language=(type(language) is str and _LANGUAGE_BY_NAME.get(language)) or _language(language),
-        version=version if type(version) is int else _int_field(obj, "version"),
-        opaque=opaque if type(opaque) is int else _int_field(obj, "opaque"),
-        flag=flag if type(flag) is int else _int_field(obj, "flag"),
-        remark=remark,
-        ext_fields=ext_fields,
-        body=body,
-        serialize_type=SerializeType.JSON,
+        (type(language) is str and _LANGUAGE_BY_NAME.get(language)) or _language(language),
+        version if type(version) is int else _int_field(obj, "version"),
+        opaque if type(opaque) is int else _int_field(obj, "opaque"),
+        flag if type(flag) is int else _int_field(obj, "flag"),
+        remark,
+        ext_fields,
+        body,
+        SerializeType.JSON,
     )
 
 

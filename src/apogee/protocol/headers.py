@@ -188,42 +188,12 @@ class SendMessageRequestHeader:
     @classmethod
     def from_ext(cls, ext: ExtFields) -> SendMessageRequestHeader:
         """Decode the long-named SEND_MESSAGE form."""
-        return cls(
-            req_str(ext, "producerGroup"),
-            req_str(ext, "topic"),
-            req_str(ext, "defaultTopic"),
-            req_int(ext, "defaultTopicQueueNums"),
-            req_int(ext, "queueId"),
-            req_int(ext, "sysFlag"),
-            req_int(ext, "bornTimestamp"),
-            req_int(ext, "flag"),
-            ext.get("properties"),
-            opt_int(ext, "reconsumeTimes"),
-            opt_bool(ext, "unitMode"),
-            opt_bool(ext, "batch"),
-            opt_int(ext, "maxReconsumeTimes"),
-            ext.get("brokerName") or None,
-        )
+        return _send_header(ext, _LONG_NAMES, cls)
 
     @classmethod
     def from_ext_v2(cls, ext: ExtFields) -> SendMessageRequestHeader:
         """Decode the one-letter SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE form."""
-        return cls(
-            req_str(ext, "a"),
-            req_str(ext, "b"),
-            req_str(ext, "c"),
-            req_int(ext, "d"),
-            req_int(ext, "e"),
-            req_int(ext, "f"),
-            req_int(ext, "g"),
-            req_int(ext, "h"),
-            ext.get("i"),
-            opt_int(ext, "j"),
-            opt_bool(ext, "k"),
-            opt_bool(ext, "m"),
-            opt_int(ext, "l"),
-            ext.get("n") or None,
-        )
+        return _send_header(ext, _SHORT_NAMES, cls)
 
     def to_ext(self) -> ExtFields:
         out = {
@@ -270,6 +240,67 @@ class SendMessageRequestHeader:
         if self.broker_name is not None:
             out["n"] = self.broker_name
         return out
+
+
+# Wire names of the send header's fields, in field order: SEND_MESSAGE's
+# Java names and the one-letter names of SEND_MESSAGE_V2.
+_LONG_NAMES = (
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+    "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "batch",
+    "maxReconsumeTimes", "brokerName",
+)  # fmt: skip
+_SHORT_NAMES = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l", "n")
+
+
+def _send_header(
+    ext: ExtFields, names: tuple[str, ...], cls: type[SendMessageRequestHeader]
+) -> SendMessageRequestHeader:
+    """Decode a send header; every send request goes through here.
+
+    The fast path converts with plain ``int()`` and a dict look-up and lets
+    any miss fall to the checked path, which accepts the same inputs and
+    names the field it refuses.
+    """
+    get = ext.get
+    try:
+        reconsume = get(names[9])
+        unit = get(names[10])
+        batch = get(names[11])
+        max_reconsume = get(names[12])
+        return cls(
+            ext[names[0]],
+            ext[names[1]],
+            ext[names[2]],
+            int(ext[names[3]]),
+            int(ext[names[4]]),
+            int(ext[names[5]]),
+            int(ext[names[6]]),
+            int(ext[names[7]]),
+            get(names[8]),
+            int(reconsume) if reconsume else None,
+            _BOOLS[unit] if unit else False,
+            _BOOLS[batch] if batch else False,
+            int(max_reconsume) if max_reconsume else None,
+            get(names[13]) or None,
+        )
+    except (KeyError, ValueError):
+        pass
+    return cls(
+        req_str(ext, names[0]),
+        req_str(ext, names[1]),
+        req_str(ext, names[2]),
+        req_int(ext, names[3]),
+        req_int(ext, names[4]),
+        req_int(ext, names[5]),
+        req_int(ext, names[6]),
+        req_int(ext, names[7]),
+        ext.get(names[8]),
+        opt_int(ext, names[9]),
+        opt_bool(ext, names[10]),
+        opt_bool(ext, names[11]),
+        opt_int(ext, names[12]),
+        ext.get(names[13]) or None,
+    )
 
 
 def decode_send_header(code: int, ext: ExtFields) -> SendMessageRequestHeader:

@@ -32,6 +32,7 @@ from typing import Final
 from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
+from apogee._util.native import speedups
 from apogee.errors import StoreError
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
@@ -40,6 +41,7 @@ from apogee.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    BatchItem,
     StoreBatch,
     StoreMessage,
     merge_batch_properties,
@@ -50,19 +52,16 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
-    MESSAGE_MAGIC_CODE_V1,
-    PROPERTIES_LENGTH,
-    SIZE_MAGIC,
     BatchRecord,
     encode_batch_records_into,
-    header_struct,
+    encode_record_into,
     pack_host,
     store_timestamp_at,
     write_blank,
 )
 from apogee.model.topic import SCHEDULE_TOPIC
 from apogee.store.config import StoreConfig
-from apogee.store.dispatch import DispatchEntry, index_fields
+from apogee.store.dispatch import DispatchEntry, index_fields, message_fields
 from apogee.store.results import PutResult, PutStatus
 from apogee.store.segment import Segment
 from apogee.store.segment_queue import SegmentQueue
@@ -70,16 +69,93 @@ from apogee.store.segment_queue import SegmentQueue
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _packed = pack_host  # module-level names are quicker to reach on the hot path
 _crc32 = crc32
-_HEADER_V4 = header_struct(False, False)
-_MAX_PROPS = MAX_PROPERTIES_LENGTH
-_pack_props_len = PROPERTIES_LENGTH.pack_into
-_pack_size_magic = SIZE_MAGIC.pack_into
+_encode = encode_record_into  # compiled when apogee._speedups was built
+_message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 
 # A batch ready to write: total bytes, the records, and per record its size,
-# tag code, keys and unique key (for the hand-off).
-_Prepared = tuple[int, list[BatchRecord], list[tuple[int, int, str | None, str | None]]]
+# tag code, keys and unique key (for the hand-off); or a refusal: (kind, size).
+_Facts = tuple[int, int, str | None, str | None]
+_Prepared = tuple[int, list[BatchRecord], list[_Facts]]
+_Refusal = tuple[int, int]
+_BATCH_TOO_BIG, _PROPERTIES_TOO_LONG, _ITEM_TOO_BIG = 0, 1, 2
+
+
+def prepare_batch_python(
+    items: list[BatchItem], extra: str, max_body: int, fixed: int, max_record: int
+) -> _Prepared | _Refusal:
+    """What a batch needs before the put lock, or why it cannot be stored.
+
+    First the body limit over the whole batch (bodies, property strings and
+    22 bytes of framing per item); then per item its stored properties (its
+    own, then the batch's), record size (``fixed`` plus body and
+    properties), CRC and index fields. The specification of
+    ``apogee._speedups.prepare_batch``.
+    """
+    total_body = sum(len(item[1]) + len(item[2]) + 22 for item in items)
+    if total_body > max_body:
+        return _BATCH_TOO_BIG, total_body
+    records: list[BatchRecord] = []
+    index: list[_Facts] = []
+    total = 0
+    for flag, body, inner in items:
+        text = merge_batch_properties(inner, extra) if extra else inner
+        props = text.encode()
+        size = fixed + len(body) + len(props)
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            return _PROPERTIES_TOO_LONG, size
+        if size > max_record:
+            return _ITEM_TOO_BIG, size
+        code, keys, uniq = message_fields(text)
+        total += size
+        records.append((flag, body, props, _crc32(body) & CRC_MASK))
+        index.append((size, code, keys, uniq))
+    return total, records, index
+
+
+def encode_batch_python(  # noqa: PLR0917
+    buf: object,
+    pos: int,
+    base_offset: int,
+    queue_id: int,
+    first_queue_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    topic_field: bytes,
+    records: list[BatchRecord],
+    index: list[_Facts],
+    topic: str,
+) -> tuple[list[int], list[DispatchEntry]]:
+    """Write a prepared batch at ``buf[pos:]``: its offsets and hand-off entries.
+
+    The specification of ``apogee._speedups.encode_batch``.
+    """
+    offsets = encode_batch_records_into(
+        buf, pos, base_offset, queue_id=queue_id, first_queue_offset=first_queue_offset,
+        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+        store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times,
+        topic_field=topic_field, records=records,
+    )  # fmt: skip
+    entries: list[DispatchEntry] = [
+        (topic, queue_id, phys, size, code, store_timestamp, first_queue_offset + i, keys, uniq,
+         sys_flag, 0)
+        for i, (phys, (size, code, keys, uniq)) in enumerate(zip(offsets, index, strict=True))
+    ]  # fmt: skip
+    return offsets, entries
+
+
+_prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Refusal] = (
+    speedups.prepare_batch if speedups is not None else prepare_batch_python
+)
+_encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = (
+    speedups.encode_batch if speedups is not None else encode_batch_python
+)
 
 
 def _illegal(reason: str) -> PutResult:
@@ -167,7 +243,7 @@ class CommitLog:
 
     # One long function on purpose: it runs once per message, and every call
     # or attribute hop shows in the throughput (see bench/store.py).
-    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
+    def append(self, msg: StoreMessage) -> PutResult:
         """Append one message; see the module invariants."""
         body = msg.body
         topic = msg.topic
@@ -188,14 +264,13 @@ class CommitLog:
         ):
             return self._refuse(msg, size, plen)
         sys_flag = msg.sys_flag & ~_HOST_FLAGS
-        v4 = len(born) == 8 and len(store) == 8
-        if not v4:
+        if len(born) != 8 or len(store) != 8:
             if len(born) == 20:
                 sys_flag |= BORNHOST_V6_FLAG
             if len(store) == 20:
                 sys_flag |= STOREHOSTADDRESS_V6_FLAG
         crc = _crc32(body) & CRC_MASK
-        code, keys, uniq = index_fields(topic, text, 0, ())
+        code, keys, uniq = _message_fields(text)
         indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
         qid = msg.queue_id
         prepared = msg.prepared_transaction_offset
@@ -203,7 +278,8 @@ class CommitLog:
             return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
         with self.put_lock:
             self._lock_begin_ms = now = self._now()
-            seg = self._last
+            segs = self.queue.segments
+            seg = segs[-1] if segs else None
             pos = seg.wrote if seg is not None else -1
             if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
                 try:
@@ -214,23 +290,10 @@ class CommitLog:
             phys = seg.start + pos
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
-            # encode_record_into, inlined: this runs once per message
-            view = seg.view
-            header = _HEADER_V4 if v4 else header_struct(len(born) == 20, len(store) == 20)
             # fmt: off
-            header.pack_into(view, pos + 8, crc, qid, msg.flag, qoff, phys, sys_flag,
-                             msg.born_timestamp, born, now, store, msg.reconsume_times, prepared,
-                             blen)
+            _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
+                    now, store, msg.reconsume_times, prepared, body, tfield, props, crc)
             # fmt: on
-            p = pos + 8 + header.size
-            view[p : p + blen] = body
-            p += blen
-            view[p : p + tlen] = tfield
-            p += tlen
-            _pack_props_len(view, p, plen)
-            p += 2
-            view[p : p + plen] = props
-            _pack_size_magic(view, pos, size, MESSAGE_MAGIC_CODE_V1)
             seg.wrote = pos + size
             if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                 self.on_prefault_due()
@@ -244,7 +307,7 @@ class CommitLog:
                 (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
             )
             self._lock_begin_ms = 0
-        return PutResult(PutStatus.PUT_OK, phys, size, qoff, 1, now, store)
+        return PutResult(_PUT_OK, phys, size, qoff, 1, now, store)
 
     def _refuse(self, msg: StoreMessage, size: int, props_len: int) -> PutResult:
         """Why a message that failed the quick size checks cannot be stored."""
@@ -284,9 +347,6 @@ class CommitLog:
             return _illegal("a batch cannot be delayed")
         if not batch.items:
             return _illegal("empty batch")
-        total_body = sum(len(item.body) + len(item.properties) + 22 for item in batch.items)
-        if total_body > self._max_body:
-            return _illegal(f"batch is {total_body} bytes, the limit is {self._max_body}")
         born = pack_host(batch.born_host)
         store = pack_host(batch.store_host)
         sys_flag = batch.sys_flag & ~_HOST_FLAGS
@@ -295,51 +355,16 @@ class CommitLog:
         if len(store) == 20:
             sys_flag |= STOREHOSTADDRESS_V6_FLAG
         fixed = 74 + len(tfield) + len(born) + len(store)
-        prepared = self._prepare_batch(batch, fixed)
-        if isinstance(prepared, PutResult):
-            return prepared
-        return self._write_batch(
-            batch, prepared=prepared, tfield=tfield, born=born, store=store, sys_flag=sys_flag
+        prepared = _prepare_batch(
+            batch.items, batch.properties, self._max_body, fixed, self._max_record
         )
-
-    def _prepare_batch(self, batch: StoreBatch, fixed: int) -> _Prepared | PutResult:
-        """Encode what can be encoded outside the lock, item by item."""
-        extra = batch.properties
-        topic = batch.topic
-        records: list[BatchRecord] = []
-        index: list[tuple[int, int, str | None, str | None]] = []
-        total = 0
-        max_record = self._max_record
-        for flag, body, inner in batch.items:
-            text = merge_batch_properties(inner, extra) if extra else inner
-            props = text.encode()
-            size = fixed + len(body) + len(props)
-            if size > max_record or len(props) > MAX_PROPERTIES_LENGTH:
-                if len(props) > MAX_PROPERTIES_LENGTH:
-                    return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
-                return _illegal(f"batch item of {size} bytes exceeds {max_record}")
-            code, keys, uniq = index_fields(topic, text, 0, ())
-            total += size
-            records.append((flag, body, props, _crc32(body) & CRC_MASK))
-            index.append((size, code, keys, uniq))
+        if len(prepared) == 2:
+            return self._refuse_batch(*prepared)
+        total, records, index = prepared
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
-        return total, records, index
-
-    def _write_batch(
-        self,
-        batch: StoreBatch,
-        *,
-        prepared: _Prepared,
-        tfield: bytes,
-        born: bytes,
-        store: bytes,
-        sys_flag: int,
-    ) -> PutResult:
-        total, records, index = prepared
-        topic = batch.topic
         qid = batch.queue_id
-        key = (topic, qid)
+        key = (batch.topic, qid)
         with self.put_lock:
             now = self.clock.now_ms()
             self._lock_begin_ms = now
@@ -349,21 +374,12 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
             first = self.topic_queue_table.get(key, 0)
-            offsets = encode_batch_records_into(
-                seg.view, pos, seg.start, queue_id=qid, first_queue_offset=first,
-                sys_flag=sys_flag, born_timestamp=batch.born_timestamp, born_host=born,
-                store_timestamp=now, store_host=store, reconsume_times=batch.reconsume_times,
-                topic_field=tfield, records=records,
+            offsets, entries = _encode_batch(
+                seg.view, pos, seg.start, qid, first, sys_flag, batch.born_timestamp, born, now,
+                store, batch.reconsume_times, tfield, records, index, batch.topic,
             )  # fmt: skip
             seg.wrote = pos + total
-            self.handoff.extend(
-                [
-                    (topic, qid, phys, size, code, now, first + i, keys, uniq, sys_flag, 0)
-                    for i, (phys, (size, code, keys, uniq)) in enumerate(
-                        zip(offsets, index, strict=True)
-                    )
-                ]
-            )
+            self.handoff.extend(entries)
             self.topic_queue_table[key] = first + len(offsets)
             self.last_store_timestamp = now
             self.appended_msgs += len(offsets)
@@ -371,8 +387,16 @@ class CommitLog:
                 self.on_prefault_due()
             self._lock_begin_ms = 0
         return PutResult(
-            PutStatus.PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
+            _PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
+
+    def _refuse_batch(self, kind: int, size: int) -> PutResult:
+        """The result for a refusal of :func:`prepare_batch_python`."""
+        if kind == _BATCH_TOO_BIG:
+            return _illegal(f"batch is {size} bytes, the limit is {self._max_body}")
+        if kind == _PROPERTIES_TOO_LONG:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason="batch item")
+        return _illegal(f"batch item of {size} bytes exceeds {self._max_record}")
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """Append raw log bytes at ``offset`` (a slave copying its master).

@@ -103,7 +103,9 @@ class StoreConfig:
     total_physical_memory_bytes: int | None = field(default=None)
     # Apogee only: commit-log bytes ahead of the writer whose pages a background
     # thread maps in advance (a page fault per 4 KiB costs the writer more); 0 = off.
-    prefault_ahead_bytes: int = 8 << 20
+    # The thread needs the GIL to start each round, which a busy writer lends it
+    # only every few milliseconds: the window must outlast that at full speed.
+    prefault_ahead_bytes: int = 32 << 20
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_consume_queue_bytes % 20:

@@ -5,8 +5,9 @@ Owns: one ConsumeQueue per (topic, queue id) under
 units at their logical offsets (idempotently), min/max logical offsets,
 reading units, finding an offset by store time, recovery (stop at the first
 invalid unit), truncation to the commit log's end and deletion of files whose
-records are gone. Imports: ``apogee.store.segment_queue``, ``apogee.errors``,
-stdlib.
+records are gone. Runs of units are written by ``write_units``, which has a
+compiled twin. Imports: ``apogee.store.segment_queue``, ``apogee.store.dispatch``
+(the entry type), ``apogee._util.native``, ``apogee.errors``, stdlib.
 
 Unit (RocketMQ ConsumeQueue, big-endian)::
 
@@ -29,6 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
+from apogee._util.native import speedups
+from apogee.store.dispatch import DispatchEntry
 from apogee.store.segment import parse_segment_name
 from apogee.store.segment_queue import SegmentQueue
 
@@ -38,6 +41,45 @@ UNIT = struct.Struct(">qiq")
 assert UNIT.size == CQ_UNIT_SIZE
 _BLANK_UNIT: Final = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 _pack_unit = UNIT.pack_into
+_NOT_QUEUED: Final = (0x4, 0xC)  # PREPARED and ROLLBACK transaction records
+
+
+def write_units_python(  # noqa: PLR0917  # the compiled twin's calling convention
+    view: memoryview,
+    seg_start: int,
+    wrote: int,
+    seg_size: int,
+    entries: list[DispatchEntry],
+    i: int,
+    j: int,
+    topic: str,
+    queue_id: int,
+) -> int:
+    """Write the units of ``entries[i:j]`` into one segment; return how many.
+
+    From ``entries[i]`` on, while an entry is of (``topic``, ``queue_id``),
+    of a queued transaction type, its logical offset is the segment's next
+    unit (``seg_start + wrote``) and the segment has room. The
+    specification of ``apogee._speedups.write_units``.
+    """
+    count = 0
+    j = min(j, len(entries))
+    while i < j and wrote < seg_size:
+        entry = entries[i]
+        if (entry[9] & 0xC) in _NOT_QUEUED or entry[6] * CQ_UNIT_SIZE != seg_start + wrote:
+            break
+        if entry[1] != queue_id or entry[0] != topic:
+            break
+        _pack_unit(view, wrote, entry[2], entry[3], entry[4])
+        wrote += CQ_UNIT_SIZE
+        count += 1
+        i += 1
+    return count
+
+
+_write_units: Callable[..., int] = (
+    speedups.write_units if speedups is not None else write_units_python
+)
 
 
 def is_blank_unit(phys: int, size: int) -> bool:
@@ -86,6 +128,28 @@ class ConsumeQueue:
                 self.max_physic_end = phys + size
                 return
         self._put_slow(logical, phys, size, tags_code)
+
+    def put_run(self, entries: list[DispatchEntry], i: int, j: int) -> int:
+        """Write ``entries[i]`` and the entries after it up to ``j`` that continue it.
+
+        ``entries[i]`` must be of this queue and of a queued type. Returns how
+        many entries were taken (at least one): a run that continues the last
+        file goes in with one call, anything else through :meth:`put`.
+        """
+        segs = self.queue.segments
+        if segs:
+            seg = segs[-1]
+            n = _write_units(
+                seg.view, seg.start, seg.wrote, seg.size, entries, i, j, self.topic, self.queue_id
+            )
+            if n:
+                seg.wrote += n * CQ_UNIT_SIZE
+                last = entries[i + n - 1]
+                self.max_physic_end = last[2] + last[3]
+                return n
+        entry = entries[i]
+        self.put(entry[6], entry[2], entry[3], entry[4])
+        return 1
 
     def _put_slow(self, logical: int, phys: int, size: int, tags_code: int) -> None:
         expect = logical * CQ_UNIT_SIZE

@@ -47,6 +47,8 @@ from apogee.store.reput import Reput
 from apogee.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryMessageResult
 from apogee.store.retention import Cleaner, CleanReport, DiskUsage, system_disk_usage
 
+_PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
+
 
 class FileMessageStore:
     """A RocketMQ-format message store in one directory."""
@@ -199,7 +201,7 @@ class FileMessageStore:
     def put(self, msg: StoreMessage) -> PutResult:
         if self._writable:
             result = self.commit_log.append(msg)
-            if result.status is PutStatus.PUT_OK:
+            if result.status is _PUT_OK:
                 if self._wake_dispatch is not None:
                     self._wake_dispatch()
                 return result
@@ -211,7 +213,7 @@ class FileMessageStore:
     def put_batch(self, batch: StoreBatch) -> PutResult:
         if self._writable:
             result = self.commit_log.append_batch(batch)
-            if result.status is PutStatus.PUT_OK:
+            if result.status is _PUT_OK:
                 if self._wake_dispatch is not None:
                     self._wake_dispatch()
                 return result

@@ -166,8 +166,13 @@ class GroupCommitService(ServiceThread):
             gen = self._current
             if gen is None:
                 gen = self._current = _Generation(self._clock.monotonic() + self._timeout_s)
-            gen.max_end = max(gen.max_end, end_offset)
-        self.wakeup()
+                opened = True
+            else:
+                opened = False
+            if end_offset > gen.max_end:  # noqa: PLR1730 - no max() call per request
+                gen.max_end = end_offset
+        if opened:
+            self.wakeup()  # later requests of this generation find the service awake
         return gen.future
 
     def waiting(self) -> int:

@@ -1,8 +1,10 @@
 """One IndexFile: a memory-mapped hash table from message keys to commit-log offsets.
 
-Owns: RocketMQ's index-file layout, putting one key and walking one key's
-chain. Rolling, naming, retention and locking belong to ``index_service``.
-Imports: stdlib, ``apogee._util.fileio``, ``apogee.errors``, ``apogee.model.javahash``.
+Owns: RocketMQ's index-file layout, putting keys (one, or a dispatch
+step's worth through ``put_work``, which has a compiled twin,
+``apogee._speedups.index_put``) and walking one key's chain. Rolling,
+naming, retention and locking belong to ``index_service``. Imports: stdlib,
+``apogee._util``, ``apogee.errors``, ``apogee.model.javahash``.
 
 Layout (big-endian; S = hash slots, N = entries)::
 
@@ -40,6 +42,7 @@ from pathlib import Path
 from types import TracebackType
 
 from apogee._util.fileio import fsync_dir
+from apogee._util.native import speedups
 from apogee.errors import StoreCorruptionError
 from apogee.model.javahash import java_string_hash_uncached
 
@@ -65,6 +68,9 @@ _pack_slot = _SLOT.pack_into
 _unpack_slot = _SLOT.unpack_from
 _pack_entry = _ENTRY.pack_into
 _unpack_entry = _ENTRY.unpack_from
+
+#: Records to index: (commit-log offset, store time, hashes of its keys), in log order.
+IndexWork = list[tuple[int, int, list[int]]]
 
 
 def file_size(hash_slot_num: int, index_num: int) -> int:
@@ -108,6 +114,9 @@ _SYNC_THROUGH_FD = sys.platform.startswith("linux")
 
 class IndexFile:
     """One mapped index file; build it with :meth:`create` or :meth:`open`."""
+
+    #: the compiled twin of :meth:`put_work_python`, when built
+    put_kernel = speedups.index_put if speedups is not None else None
 
     __slots__ = (
         "_begin_phy",
@@ -300,6 +309,48 @@ class IndexFile:
         _pack_slot(mm, slot_pos, number)
         self._dirty = True
         return True
+
+    def put_work(self, work: IndexWork, rec: int, key: int) -> tuple[int, int]:
+        """Put ``work`` from record ``rec``, key ``key`` on, until done or full.
+
+        A record at or below the file's end offset was indexed already (see
+        :meth:`already_indexed`) and is skipped; that is checked before its
+        first key only, since a record may continue from a full file.
+        Returns where it stopped: ``(len(work), 0)`` when all is in.
+        """
+        if self.put_kernel is not None:
+            count = self._index_count
+            (rec, key, self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
+             self._slot_count, self._index_count) = self.put_kernel(
+                self._mm, self._slot_num, self._index_num, self._begin_ts, self._end_ts,
+                self._begin_phy, self._end_phy, self._slot_count, count, work, rec, key,
+            )  # fmt: skip
+            if self._index_count != count:
+                self._dirty = True
+            return rec, key
+        return self.put_work_python(work, rec, key)
+
+    def put_work_python(self, work: IndexWork, rec: int, key: int) -> tuple[int, int]:
+        """:meth:`put_work` in Python: the specification of ``apogee._speedups.index_put``."""
+        while rec < len(work):
+            offset, timestamp, hashes = work[rec]
+            if key == 0 and (self.already_indexed(offset) or not hashes):
+                rec += 1
+                continue
+            while key < len(hashes):
+                if not self.put_hash(hashes[key], offset, timestamp):
+                    return rec, key
+                key += 1
+            rec += 1
+            key = 0
+        return rec, 0
+
+    def already_indexed(self, offset: int) -> bool:
+        """Whether the record at ``offset`` is in this file or an older one."""
+        # Equal to the end means the record was indexed (maybe split across this
+        # file and the previous one) unless this file has no entry yet.
+        end = self._end_phy
+        return offset < end or (offset == end and self._index_count > 1)
 
     # -- read ----------------------------------------------------------------
 

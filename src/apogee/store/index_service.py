@@ -4,7 +4,8 @@ Owns: the ``<root>/index`` directory — which keys of a record are indexed,
 rolling to a new file when one is full, queries across files, the
 checkpoint timestamp it can vouch for, recovery after a crash and deletion
 of files the commit log no longer covers. Imports: stdlib, ``apogee.errors``,
-``apogee._util.clock``, ``apogee.store.dispatch``, ``apogee.store.index_file``.
+``apogee._util`` (clock, native), ``apogee.store.dispatch``,
+``apogee.store.index_file``.
 
 Rules (RocketMQ's IndexService):
 
@@ -17,11 +18,13 @@ Rules (RocketMQ's IndexService):
   sort in creation order: if the clock would repeat or go back, a new name
   is the previous one plus one.
 * Checkpoint: only a full (sealed) file never changes again, so ``flush``
-  vouches for the newest sealed file's endTimestamp. After an abnormal exit
-  ``load`` drops every file that ends after the checkpoint, and the store
+  syncs sealed files and vouches for the newest one's endTimestamp; the
+  writable file is synced by ``close``. After an abnormal exit ``load``
+  drops every file that ends after the checkpoint, and the store
   re-dispatches the commit log from there.
 
-Threads: one writer (``dispatch``) and any number of readers (``query``).
+Threads: one writer (``dispatch``, ``dispatch_entries``) and any number of
+readers (``query``).
 ``_lock`` guards the file list and every access to mapped bytes. ``flush``
 syncs to disk outside ``_lock`` so the writer is not stalled by the disk;
 ``_flush_lock`` keeps files from being unmapped under a running flush. Lock
@@ -32,18 +35,21 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.native import speedups
 from apogee.errors import StoreError
-from apogee.store.dispatch import DispatchRequest
+from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
     TMP_SUFFIX,
     IndexFile,
+    IndexWork,
     index_key_hash,
 )
 
@@ -69,15 +75,47 @@ class IndexQueryResult:
 
 def index_keys(request: DispatchRequest) -> list[str]:
     """The index keys of one record, ``topic#key``, without duplicates."""
-    prefix = request.topic + "#"
-    keys = [prefix + request.uniq_key] if request.uniq_key else []
-    if request.keys:
-        for token in request.keys.split(KEY_SEPARATOR):
+    return record_keys(request.topic, request.keys, request.uniq_key)
+
+
+def record_keys(topic: str, keys: str | None, uniq: str | None) -> list[str]:
+    """``topic#UNIQ_KEY`` and ``topic#token`` for each token of KEYS, without duplicates."""
+    prefix = topic + "#"
+    out = [prefix + uniq] if uniq else []
+    if keys:
+        for token in keys.split(KEY_SEPARATOR):
             if token:
                 key = prefix + token
-                if key not in keys:  # a handful of keys: a list beats a set here
-                    keys.append(key)
-    return keys
+                if key not in out:  # a handful of keys: a list beats a set here
+                    out.append(key)
+    return out
+
+
+def key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
+    """``index_key_hash`` of each of :func:`record_keys`."""
+    return [index_key_hash(key) for key in record_keys(topic, keys, uniq)]
+
+
+def index_work_python(entries: Sequence[DispatchEntry]) -> IndexWork:
+    """(offset, store time, key hashes) of the entries that have keys to index, in order.
+
+    ROLLBACK records and records without keys are left out. The
+    specification of the compiled twin ``apogee._speedups.index_work``.
+    """
+    work: IndexWork = []
+    for entry in entries:
+        keys, uniq = entry[7], entry[8]
+        if (keys or uniq) and entry[9] & _TX_MASK != _TX_ROLLBACK:
+            hashes = key_hashes(entry[0], keys, uniq)
+            if hashes:
+                work.append((entry[2], entry[5], hashes))
+    return work
+
+
+#: :func:`index_work_python` or its compiled twin.
+index_work: Callable[[Sequence[DispatchEntry]], IndexWork] = (
+    speedups.index_work if speedups is not None else index_work_python
+)
 
 
 def file_name_for(now_ms: int) -> str:
@@ -162,38 +200,44 @@ class IndexService:
         if request.sys_flag & _TX_MASK == _TX_ROLLBACK:
             return
         keys = index_keys(request)
-        if not keys:
-            return
-        hashes = [index_key_hash(key) for key in keys]  # outside the lock readers wait on
-        offset, timestamp = request.commit_log_offset, request.store_timestamp
+        if keys:
+            hashes = [index_key_hash(key) for key in keys]  # outside the lock readers wait on
+            self._put([(request.commit_log_offset, request.store_timestamp, hashes)])
+
+    def dispatch_entries(self, entries: Sequence[DispatchEntry]) -> None:
+        """Index many records, in log order, under one lock (see ``dispatch``)."""
+        work = index_work(entries)  # hashed outside the lock readers wait on
+        if work:
+            self._put(work)
+
+    def _put(self, work: IndexWork) -> None:
         with self._lock:
             self._require_open()
-            current = self._files[-1] if self._files else None
-            if current is not None and _already_indexed(current, offset):
-                return
-            if current is None or current.is_full:
-                current = self._roll()
-            for key_hash in hashes:
-                if not current.put_hash(key_hash, offset, timestamp):
-                    current = self._roll()
-                    current.put_hash(key_hash, offset, timestamp)
+            current = self._files[-1] if self._files else self._roll()
+            rec, key = current.put_work(work, 0, 0)
+            while rec < len(work):  # the file is full
+                rec, key = self._roll().put_work(work, rec, key)
 
     def flush(self) -> int:
-        """Force every file to disk; return the indexMsgTimestamp to checkpoint.
+        """Force the sealed files to disk; return the indexMsgTimestamp to checkpoint.
 
         That is the endTimestamp of the newest sealed file flushed so far
         (never less than the checkpoint ``load`` was given): every record
-        stored up to then is durably indexed. The writable file is flushed
-        too, but can still change, so it vouches for nothing.
+        stored up to then is durably indexed. The writable file is left to
+        ``close`` (or to the first flush after it fills up): it vouches for
+        nothing, since after a crash it is dropped and rebuilt from the commit
+        log, and syncing it every round rewrote its randomly dirtied slot
+        pages each time (RocketMQ's IndexService also flushes a file only once
+        it is full).
         """
         with self._flush_lock:
             with self._lock:
                 if not self._open:
                     return self._durable_ts
-                files = list(self._files)
-                sealed = max((f.end_timestamp for f in files if f.is_full), default=0)
-            for f in files:
-                f.flush()
+                sealed_files = [f for f in self._files if f.is_full]
+            for f in sealed_files:
+                f.flush()  # a no-op for files already flushed since they filled up
+            sealed = max((f.end_timestamp for f in sealed_files), default=0)
             self._durable_ts = max(self._durable_ts, sealed)
             return self._durable_ts
 
@@ -270,13 +314,6 @@ class IndexService:
         while (self._dir / name).exists():
             name = _successor(name)
         return name
-
-
-def _already_indexed(current: IndexFile, offset: int) -> bool:
-    # Equal to the end means the record was indexed (maybe split across this
-    # file and the previous one) unless this file has no entry yet.
-    end = current.end_phy_offset
-    return offset < end or (offset == end and current.index_count > 1)
 
 
 def _successor(name: str) -> str:

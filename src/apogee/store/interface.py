@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
-from apogee.store.dispatch import Dispatcher
+from apogee.store.dispatch import EntryDispatcher
 from apogee.store.results import GetResult, PutResult, PutStatus, QueryMessageResult
 
 #: (topic, queue id, logical offset of the message, tag code, store timestamp),
@@ -39,7 +39,7 @@ class IndexQueryResultLike(Protocol):
     def index_last_update_phy_offset(self) -> int: ...
 
 
-class IndexHook(Dispatcher, Protocol):
+class IndexHook(EntryDispatcher, Protocol):
     """The index service as the store drives it (it is also a dispatcher)."""
 
     def load(self, last_exit_ok: bool, checkpoint_index_timestamp_ms: int) -> None:

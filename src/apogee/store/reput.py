@@ -4,16 +4,17 @@ Owns: the dispatched-offset cursor and one step function that moves it.
 Records appended by this process arrive as hand-off entries built at append
 time; records that are only in the log (recovery, bytes copied from a master)
 are parsed. Both give the same entry (``dispatch.entry_from_meta`` and the
-append path share ``derive_index_fields``). Imports: ``apogee.store.*``,
+append path share ``index_fields``). Imports: ``apogee.store.*``,
 ``apogee.model``, stdlib. No threads: the caller drives ``step``.
 
 Only NOT and COMMIT transaction records go to consume queues; every record
-goes to the extra dispatchers (the index skips what it does not want).
+goes to the extra dispatchers (the index skips what it does not want). A
+dispatcher with ``dispatch_entries`` gets each step's records in one call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from apogee.model.message_codec import RecordKind, check_record
@@ -24,6 +25,22 @@ from apogee.store.interface import ArrivalListener
 
 _TX_MASK = 0xC
 _NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+#: Takes the records of one step, in log order.
+_Sink = Callable[[Sequence[DispatchEntry]], None]
+
+
+def _sink(dispatcher: Dispatcher) -> _Sink:
+    """How a dispatcher takes a step's records: its batch method if it has one."""
+    batch: _Sink | None = getattr(dispatcher, "dispatch_entries", None)
+    if batch is not None:
+        return batch
+
+    def one_by_one(entries: Sequence[DispatchEntry]) -> None:
+        for entry in entries:
+            dispatcher.dispatch(DispatchRequest(*entry))
+
+    return one_by_one
 
 
 class Reput:
@@ -40,6 +57,7 @@ class Reput:
         self.queues = queues
         self._queues = queues.queues  # the dict itself, for the per-record lookup
         self.dispatchers = list(dispatchers)
+        self._sinks = [_sink(d) for d in self.dispatchers]
         self.arrival = arrival
         self.reput_from = 0
         #: store time of the newest dispatched record (the checkpoint's logics time)
@@ -50,33 +68,31 @@ class Reput:
         return max(0, self.commit_log.max_offset - self.reput_from)
 
     def step(self, max_records: int = 1024) -> int:
-        """Dispatch up to ``max_records`` records; return how many were dispatched."""
+        """Dispatch up to ``max_records`` records; return how many were dispatched.
+
+        Records are taken in runs: the hand-off entries that continue the
+        cursor, or one record parsed from the log. Each run's consume-queue
+        units are written (a run of one queue with one call) before the
+        cursor moves past it; the extra dispatchers (the index) get the
+        step's records at the end, in order.
+        """
         handoff = self.commit_log.handoff
-        apply = self.apply
-        queues = self._queues
-        plain = not self.dispatchers and self.arrival is None
+        taken: list[DispatchEntry] = []
         cursor = self.reput_from
         done = 0
         while done < max_records:
-            # Fast lane: hand-off entries that continue the cursor exactly;
-            # with no listener or extra dispatcher, the consume-queue write
-            # is done right here (this loop runs once per stored message).
+            # Fast lane: hand-off entries that continue the cursor exactly.
+            mark = len(taken)
             while handoff and done < max_records:
                 entry = handoff[0]
                 if entry[2] != cursor:
                     break
-                handoff.popleft()
-                if plain and (entry[9] & _TX_MASK) not in _NOT_QUEUED:
-                    cq = queues.get((entry[0], entry[1]))
-                    if cq is None:
-                        cq = self.queues.get_or_create(entry[0], entry[1])
-                    cq.put(entry[6], cursor, entry[3], entry[4])
-                    self.last_store_timestamp = entry[5]
-                else:
-                    apply(entry)
+                taken.append(handoff.popleft())
                 cursor += entry[3]
                 done += 1
-            self.reput_from = cursor
+            if len(taken) > mark:
+                self._queue(taken, mark)
+                self.reput_from = cursor
             if done >= max_records:
                 break
             while handoff and handoff[0][2] < self.reput_from:
@@ -86,9 +102,14 @@ class Reput:
             parsed = self._parse_next()
             if parsed is None:
                 break
-            apply(parsed)
+            taken.append(parsed)
+            self._queue(taken, len(taken) - 1)
             self.reput_from = cursor = parsed[2] + parsed[3]
             done += 1
+        if taken:
+            self.last_store_timestamp = taken[-1][5]
+            for sink in self._sinks:
+                sink(taken)
         self.dispatched_count += done
         return done
 
@@ -110,18 +131,29 @@ class Reput:
                 return None  # not a whole record (yet); recovery deals with damage
             return entry_from_meta(checked.meta, self.commit_log.config.delay_levels_ms)
 
+    def _queue(self, entries: list[DispatchEntry], i: int) -> None:
+        """Write the consume-queue units of ``entries[i:]``; tell the arrival listener."""
+        queues = self._queues
+        j = len(entries)
+        start = i
+        while i < j:
+            entry = entries[i]
+            if (entry[9] & _TX_MASK) in _NOT_QUEUED:
+                i += 1
+                continue
+            cq = queues.get((entry[0], entry[1]))
+            if cq is None:
+                cq = self.queues.get_or_create(entry[0], entry[1])
+            i += cq.put_run(entries, i, j)
+        arrival = self.arrival
+        if arrival is not None:
+            for entry in entries[start:]:
+                if (entry[9] & _TX_MASK) not in _NOT_QUEUED:
+                    arrival(entry[0], entry[1], entry[6], entry[4], entry[5])
+
     def apply(self, entry: DispatchEntry) -> None:
         """Feed one record to the consume queue, the dispatchers and the listener."""
-        topic, qid, phys, size, code, store_ts, qoff, _, _, sys_flag, _ = entry
-        if (sys_flag & _TX_MASK) not in _NOT_QUEUED:
-            cq = self._queues.get((topic, qid))
-            if cq is None:
-                cq = self.queues.get_or_create(topic, qid)
-            cq.put(qoff, phys, size, code)
-            if self.arrival is not None:
-                self.arrival(topic, qid, qoff, code, store_ts)
-        if self.dispatchers:
-            request = DispatchRequest(*entry)
-            for dispatcher in self.dispatchers:
-                dispatcher.dispatch(request)
-        self.last_store_timestamp = store_ts
+        self._queue([entry], 0)
+        for sink in self._sinks:
+            sink((entry,))
+        self.last_store_timestamp = entry[5]

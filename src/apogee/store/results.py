@@ -28,6 +28,10 @@ class PutStatus(Enum):
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
+    # Members are singletons compared by identity: hash them by identity too,
+    # in C (Enum.__hash__ hashes the name in Python, on every dict look-up).
+    __hash__ = object.__hash__
+
     @property
     def is_stored(self) -> bool:
         """The message is in the commit log (possibly not yet durable/replicated)."""
@@ -54,6 +58,8 @@ class GetStatus(Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+    __hash__ = object.__hash__  # see PutStatus
 
 
 @dataclass(slots=True)

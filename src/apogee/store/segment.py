@@ -10,8 +10,16 @@ Invariants:
   SIGBUS on a later write into the mapping;
 - ``wrote`` (bytes appended) never decreases except through ``truncate_to``;
   ``flushed <= wrote``;
-- data is made durable with ``fdatasync`` on the file, which releases the GIL
-  (``mmap.flush`` holds it) and covers pages dirtied through the mapping;
+- data is made durable by ``msync(MS_SYNC)`` of the written range, called
+  through ctypes, which releases the GIL (``mmap.flush`` holds it); where
+  that is not available, by ``fdatasync`` of the file. The range matters:
+  pages populated ahead of the writer are dirty zeros, and a whole-file sync
+  would write them out and write-protect them, so that the writer then takes
+  a fault per page anyway;
+- pages are populated ahead of the writer by ``madvise`` called through
+  ctypes, which releases the GIL (``mmap.madvise`` holds it for the whole
+  populate, milliseconds for a few MiB, stalling the event loop);
+- ``close`` waits until no such GIL-free call uses the mapping;
 - a segment whose memory is still exported (readers hold memoryviews) cannot
   be unmapped; ``close`` then reports False and the owner retries later.
 """
@@ -19,10 +27,13 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import mmap
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from apogee.errors import StoreCorruptionError, StoreError
@@ -32,6 +43,36 @@ _ZERO_CHUNK = bytes(1 << 20)
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; the mmap module does not name it
 # Whether the kernel takes MADV_POPULATE_WRITE; cleared at the first refusal.
 _POPULATE = {"ok": sys.platform == "linux"}
+
+
+MS_SYNC = 4  # Linux <sys/mman.h>
+PAGE_SIZE = mmap.PAGESIZE
+
+
+def _libc(name: str) -> Callable[[int, int, int], int] | None:
+    """A libc call (address, length, flags) through ctypes, which drops the GIL for it."""
+    if sys.platform != "linux":
+        return None
+    try:
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_madvise = _libc("madvise")
+_msync = _libc("msync")
+
+
+def _address_of(mapping: mmap.mmap) -> int:
+    """Where a writable mapping starts in memory (the buffer export is released at once)."""
+    holder = ctypes.c_char.from_buffer(mapping)
+    try:
+        return ctypes.addressof(holder)
+    finally:
+        del holder
 
 
 def segment_name(start: int) -> str:
@@ -50,7 +91,12 @@ class Segment:
     """A mapped file holding bytes ``[start, start + size)`` of a log."""
 
     __slots__ = (
+        "_address",
+        "_busy",
+        "_dirty_end",
         "_fd",
+        "_idle",
+        "_lock",
         "_map",
         "flushed",
         "path",
@@ -72,6 +118,11 @@ class Segment:
         self.wrote = 0
         self.flushed = 0
         self.prefaulted = 0  # bytes from the start whose pages are mapped writable
+        self._address = 0  # of the mapping, once a GIL-free call needed it
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # no GIL-free call uses the mapping
+        self._busy = 0  # GIL-free calls using the mapping now
+        self._dirty_end = 0  # end of bytes zeroed past ``wrote`` and not yet synced
         flags = os.O_RDONLY if readonly else os.O_RDWR
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -122,9 +173,46 @@ class Segment:
     def is_full(self) -> bool:
         return self.wrote >= self.size
 
-    def sync(self) -> None:
-        """Make everything written through the mapping durable."""
-        os.fdatasync(self._fd)
+    def sync(self, begin: int = 0, end: int | None = None) -> None:
+        """Make the bytes written through the mapping in ``[begin, end)`` durable.
+
+        The default is the whole segment. Bytes zeroed past ``wrote`` (by a
+        truncation) are included whatever the range.
+        """
+        end = self.size if end is None else min(self.size, end)
+        end = max(end, self._dirty_end)
+        begin -= begin % PAGE_SIZE
+        if end <= begin:
+            return
+        if _msync is None or self.readonly:
+            os.fdatasync(self._fd)
+        elif not self._enter():
+            return  # closed: nothing can be written through it any more
+        else:
+            try:
+                if _msync(self._address + begin, end - begin, MS_SYNC) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"msync of {self.path}: {os.strerror(err)}")
+            finally:
+                self._leave()
+        if end >= self._dirty_end:
+            self._dirty_end = 0
+
+    def _enter(self) -> bool:
+        """Count a GIL-free call on the mapping; False when the segment is closed."""
+        with self._lock:
+            if self._fd < 0:
+                return False
+            if not self._address:
+                self._address = _address_of(self._map)
+            self._busy += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.notify_all()
 
     def prefault(self, end: int) -> bool:
         """Map pages up to ``end`` writable now, in one system call.
@@ -138,9 +226,20 @@ class Segment:
         begin = self.prefaulted
         if end <= begin or not _POPULATE["ok"]:
             return _POPULATE["ok"]
-        try:
-            self._map.madvise(MADV_POPULATE_WRITE, begin, end - begin)
-        except (OSError, ValueError):
+        if _madvise is not None and not self.readonly:
+            if not self._enter():
+                return True  # closed meanwhile: nothing left to populate
+            try:
+                ok = _madvise(self._address + begin, end - begin, MADV_POPULATE_WRITE) == 0
+            finally:
+                self._leave()
+        else:
+            try:
+                self._map.madvise(MADV_POPULATE_WRITE, begin, end - begin)
+                ok = True
+            except (OSError, ValueError):
+                ok = False
+        if not ok:
             _POPULATE["ok"] = False
             return False
         self.prefaulted = end
@@ -153,6 +252,7 @@ class Segment:
             n = min(len(_ZERO_CHUNK), end - pos)
             self._map[pos : pos + n] = _ZERO_CHUNK[:n]
             pos += n
+        self._dirty_end = max(self._dirty_end, end)
 
     def nonzero_end(self, begin: int) -> int:
         """End of the last non-zero byte at or after ``begin`` (``begin`` if none)."""
@@ -183,16 +283,19 @@ class Segment:
 
     def close(self) -> bool:
         """Unmap and close; False (and still mapped) while readers hold views."""
-        if self._fd < 0:
+        with self._lock:
+            while self._busy:
+                self._idle.wait()
+            if self._fd < 0:
+                return True
+            try:
+                self.view.release()
+                self._map.close()
+            except BufferError:
+                return False
+            os.close(self._fd)
+            self._fd = -1
             return True
-        try:
-            self.view.release()
-            self._map.close()
-        except BufferError:
-            return False
-        os.close(self._fd)
-        self._fd = -1
-        return True
 
     def is_closed(self) -> bool:
         return self._fd < 0

@@ -175,7 +175,7 @@ class SegmentQueue:
         return self.max_offset - self.flushed_offset
 
     def flush(self, least_pages: int = 0) -> int:
-        """fdatasync the segments holding unflushed bytes; return the flushed offset.
+        """Sync the unflushed bytes of each segment; return the flushed offset.
 
         Skips the work when fewer than ``least_pages`` pages are dirty.
         """
@@ -187,8 +187,9 @@ class SegmentQueue:
             return flushed
         for seg in self.segments:
             if seg.end > flushed and seg.start < target and not seg.is_closed():
-                seg.sync()
-                seg.flushed = min(seg.size, target - seg.start)
+                end = min(seg.size, target - seg.start)
+                seg.sync(seg.flushed, end)  # the written range only, not the pages ahead
+                seg.flushed = end
         self.flushed_offset = target
         return target
 

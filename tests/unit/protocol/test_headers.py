@@ -145,6 +145,14 @@ def test_send_v2_unparsable_field_is_named(key: str, value: str) -> None:
     assert err.value.field == key
 
 
+def test_send_header_spellings_off_the_fast_path_decode_the_same() -> None:
+    odd = {**V2, "e": " 2", "k": "TRUE", "m": "False", "j": "+0"}
+    plain = {**V2, "k": "true"}
+    assert h.decode_send_header(RequestCode.SEND_MESSAGE_V2, odd) == h.decode_send_header(
+        RequestCode.SEND_MESSAGE_V2, plain
+    )
+
+
 def test_send_v2_optional_fields_default_and_acl_fields_ignored() -> None:
     ext = {k: V2[k] for k in V2_REQUIRED}
     ext.update({"AccessKey": "ak", "Signature": "sig", "OnsChannel": "ALIYUN", "bname": "b"})

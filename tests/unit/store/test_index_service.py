@@ -18,7 +18,8 @@ import pytest
 
 from apogee._util.clock import FakeClock
 from apogee.errors import StoreCorruptionError, StoreError
-from apogee.store.dispatch import Dispatcher, DispatchRequest
+from apogee.store.dispatch import DispatchEntry, Dispatcher, DispatchRequest
+from apogee.store.index_file import IndexFile
 from apogee.store.index_service import MAX_MSGS_NUM_BATCH, IndexQueryResult, IndexService
 
 T0 = 1_700_000_000_000
@@ -425,3 +426,68 @@ def test_concurrent_queries_see_consistent_results_while_indexing(tmp_path: Path
     assert written[0] == total
     assert offsets(s, "k0", max_num=64)[-1] == 595
     s.close()
+
+
+def _entry(r: DispatchRequest) -> DispatchEntry:
+    return (
+        r.topic,
+        r.queue_id,
+        r.commit_log_offset,
+        r.msg_size,
+        r.tags_code,
+        r.store_timestamp,
+        r.consume_queue_offset,
+        r.keys,
+        r.uniq_key,
+        r.sys_flag,
+        r.prepared_transaction_offset,
+    )
+
+
+def _file_bytes(index_dir: Path) -> list[tuple[str, bytes]]:
+    return [(n, (index_dir / n).read_bytes()) for n in names(index_dir)]
+
+
+def test_dispatch_entries_writes_what_dispatch_one_by_one_writes(tmp_path: Path) -> None:
+    records = [
+        req(0, keys="a b", uniq="u0"),
+        req(10, keys="c  d e", uniq="u1", ts=T0 + 1500),
+        req(10, keys="c d e", uniq="u1"),  # again: skipped as indexed
+        req(20, uniq="u2", sys_flag=TX_ROLLBACK),  # not indexed
+        req(30, keys=" ", uniq=""),  # no key at all
+        req(40, keys="x x y", uniq="x", ts=T0 + 4000, topic="Other"),
+        req(50, keys="f g h i j", ts=T0 + 9000),  # rolls in the middle of a record
+        req(60, uniq="u6", sys_flag=TX_COMMIT),
+    ]
+    one_by_one = service(tmp_path / "one", clock=FakeClock(T0))
+    for r in records:
+        one_by_one.dispatch(r)
+    one_by_one.close()
+    batched = service(tmp_path / "batch", clock=FakeClock(T0))
+    batched.dispatch_entries([_entry(r) for r in records[:3]])
+    batched.dispatch_entries([_entry(r) for r in records[3:]])
+    batched.close()
+    assert len(names(tmp_path / "one")) > 2
+    assert _file_bytes(tmp_path / "batch") == _file_bytes(tmp_path / "one")
+
+
+def test_flush_syncs_sealed_files_and_close_syncs_the_writable_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real_flush = IndexFile.flush
+
+    def recording_flush(self: IndexFile) -> None:
+        synced.append(self.name)
+        real_flush(self)
+
+    monkeypatch.setattr(IndexFile, "flush", recording_flush)
+    s = service(tmp_path)  # 4 keys per file
+    for i in range(3):
+        s.dispatch(req(i * 10, keys=f"a{i} b{i}", ts=T0 + i))
+    first, second = names(tmp_path)
+    assert s.flush() == T0 + 1
+    assert synced == [first]
+    synced.clear()
+    s.close()
+    assert synced == [first, second]

@@ -40,6 +40,37 @@ def test_segment_is_preallocated_and_closes(tmp_path: Path) -> None:
     assert seg.is_closed()
 
 
+def test_prefault_maps_ahead_keeps_bytes_and_leaves_the_segment_closable(tmp_path: Path) -> None:
+    size = 64 * 4096
+    seg = Segment(tmp_path / segment_name(0), 0, size, create=True)
+    seg.view[0:5] = b"hello"
+    if not seg.prefault(16 * 4096):
+        pytest.skip("the kernel does not populate mappings")
+    assert seg.prefaulted == 16 * 4096
+    assert seg.prefault(10 * size)  # clamped to the segment
+    assert seg.prefaulted == size
+    assert bytes(seg.view[0:6]) == b"hello\0"
+    assert seg.close()  # no buffer export left behind
+    other = Segment(tmp_path / segment_name(size), size, size, create=True)
+    assert other.close()
+    assert other.prefault(size)  # a closed segment is left alone
+    assert other.prefaulted == 0
+
+
+def test_sync_takes_any_range_and_a_closed_segment_is_left_alone(tmp_path: Path) -> None:
+    size = 16 * 4096
+    seg = Segment(tmp_path / segment_name(0), 0, size, create=True)
+    seg.view[5000:5010] = b"0123456789"
+    seg.wrote = 5010
+    seg.sync(4999, 5010)  # an unaligned start is taken down to its page
+    seg.sync()
+    seg.truncate_to(5005)  # zeroes past the new end; the next sync covers them too
+    seg.sync(seg.flushed, seg.wrote)
+    assert bytes(seg.view[5000:5010]) == b"01234\0\0\0\0\0"
+    assert seg.close()
+    seg.sync(0, 100)
+
+
 def test_roll_and_locate(tmp_path: Path) -> None:
     q = SegmentQueue(tmp_path, SIZE)
     fill(q, 2 * SIZE + 10)
