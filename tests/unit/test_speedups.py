@@ -7,6 +7,7 @@ the extension is not built.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,10 @@ from apogee.store.index_service import IndexService, index_work_python
 from apogee.testing.kernels import KERNEL_SITES, python_kernels
 from apogee.testing.store import message, small_config
 
-pytestmark = pytest.mark.skipif(speedups is None, reason="apogee._speedups is not built")
+pytestmark = pytest.mark.skipif(
+    speedups is None and os.environ.get("APOGEE_REQUIRE_SPEEDUPS") != "1",
+    reason="apogee._speedups is not built",
+)
 native: Any = speedups
 
 
@@ -44,6 +48,10 @@ def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
         return "value", fn(*args)
     except Exception as exc:
         return "raised", type(exc)
+
+
+def test_the_extension_is_built() -> None:
+    assert speedups is not None, "apogee._speedups did not build (is a C compiler installed?)"
 
 
 def test_every_kernel_has_a_site_and_python_kernels_replaces_them_all() -> None:
