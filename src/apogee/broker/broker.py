@@ -170,6 +170,7 @@ class Broker:
             register=self._registration.register_now,
             on_stored=kick,
             started_ms=started_ms,
+            clock=self.clock,
         )
         handlers.register(self.table)
         self._drain_sends = handlers.send.drain

@@ -40,6 +40,7 @@ from apogee.broker.handlers.send import SendHandler, SendSettings
 from apogee.broker.handlers.send_back import SendBackHandler, SendBackSettings
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
+from apogee.broker.offset_moved import OffsetMovedRecorder
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
 from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar
@@ -118,6 +119,7 @@ def build_handlers(
     register: Callable[[], Awaitable[object]],
     on_stored: Callable[[], None],
     started_ms: int,
+    clock: Clock,
 ) -> BrokerHandlers:
     p = parts
     admin_topic = TopicAdminSettings(config.broker_name, config.is_slave)
@@ -147,6 +149,7 @@ def build_handlers(
             holds=p.holds,
             settings=PullSettings.from_config(config, p.permission),
             count_found=stats.count_group_get,
+            on_offset_moved=OffsetMovedRecorder(store, store_host, clock, on_stored),
         ),
         heartbeat=HeartbeatHandler(p.clients, p.groups, p.topics),
         unregister_client=UnregisterClientHandler(p.clients),

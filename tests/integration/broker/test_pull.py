@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from apogee.broker.broker import Broker
+from apogee.broker.offset_moved import OffsetMovedEvent
 from apogee.codes import ResponseCode
 from apogee.model.message_codec import iter_records
 from apogee.model.route import PERM_WRITE
-from apogee.model.topic import TopicConfig
+from apogee.model.topic import OFFSET_MOVED_EVENT, TopicConfig
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import run_broker
 from tests.integration.broker.wire import pull, pull_request, send
@@ -278,3 +279,34 @@ async def test_stopping_the_broker_answers_parked_pulls(
         await asyncio.sleep(0.1)
     answer = await asyncio.wait_for(parked, 5)
     assert answer.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_a_corrected_offset_is_recorded_in_offset_moved_event(
+    broker: Broker, client: RemotingClient
+) -> None:
+    await fill(client, broker, "T1", ["A", "B", "C"])
+
+    moved = await pull(client, broker.address, "T1", 0, 9, group="lagging")
+    assert moved.code == ResponseCode.PULL_OFFSET_MOVED
+    caught_up = await pull(client, broker.address, "T1", 0, 3, group="lagging")
+    assert caught_up.code == ResponseCode.PULL_NOT_FOUND  # only corrections are recorded
+
+    async def events() -> list[bytes]:
+        answer = await pull(client, broker.address, OFFSET_MOVED_EVENT, 0, 0, group="ops")
+        if answer.code != ResponseCode.SUCCESS:
+            return []
+        return [r.body for r in iter_records(answer.body_bytes())]
+
+    found: list[bytes] = []
+    for _ in range(50):  # the event is dispatched to its queue asynchronously
+        found = await events()
+        if found:
+            break
+        await asyncio.sleep(0.02)
+    assert len(found) == 1
+    event = OffsetMovedEvent.decode(found[0])
+    assert event == OffsetMovedEvent("lagging", "T1", broker.config.broker_name, 0, 9, 3)
+    record = next(iter_records(
+        (await pull(client, broker.address, OFFSET_MOVED_EVENT, 0, 0, group="ops")).body_bytes()
+    ))  # fmt: skip
+    assert (record.tags, record.keys) == ("lagging", "lagging")

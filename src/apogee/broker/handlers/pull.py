@@ -24,6 +24,8 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
   re-run of a parked pull. A slave that may not serve reads answers 20.
 * The COMMIT_OFFSET bit stores commitOffset for the group (first run only,
   masters only, offsets >= 0).
+* Every 21 a master answers is reported to ``on_offset_moved`` (the broker
+  stores it in OFFSET_MOVED_EVENT; see ``broker/offset_moved.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.long_polling import PullHoldService
+from apogee.broker.offset_moved import OffsetMovedEvent
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
 from apogee.broker.records import record_properties
@@ -74,6 +77,7 @@ class PullSettings:
     short_polling_time_ms: int = 1000
     slave_read_enable: bool = False
     is_slave: bool = False
+    broker_name: str = "broker-a"
 
     @classmethod
     def from_config(cls, config: BrokerConfig, permission: BrokerPermission) -> PullSettings:
@@ -83,6 +87,7 @@ class PullSettings:
             short_polling_time_ms=config.short_polling_time_ms,
             slave_read_enable=config.slave_read_enable,
             is_slave=config.is_slave,
+            broker_name=config.broker_name,
         )
 
 
@@ -117,6 +122,7 @@ class PullHandler:
         holds: PullHoldService,
         settings: PullSettings,
         count_found: Callable[[str, str, int], None] | None = None,
+        on_offset_moved: Callable[[OffsetMovedEvent], None] | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -126,6 +132,7 @@ class PullHandler:
         self._holds = holds
         self._settings = settings
         self._count_found = count_found  # (group, topic, messages): consume TPS figures
+        self._on_offset_moved = on_offset_moved
         holds.bind(self.resume)
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -179,6 +186,17 @@ class PullHandler:
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
+        if code == ResponseCode.PULL_OFFSET_MOVED and self._on_offset_moved is not None:
+            self._on_offset_moved(
+                OffsetMovedEvent(
+                    header.consumer_group,
+                    header.topic,
+                    self._settings.broker_name,
+                    header.queue_id,
+                    header.queue_offset,
+                    result.next_begin_offset,
+                )
+            )
         if code == ResponseCode.SUCCESS:
             if self._count_found is not None:
                 self._count_found(header.consumer_group, header.topic, len(result.messages))
