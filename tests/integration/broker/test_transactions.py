@@ -373,3 +373,23 @@ async def test_a_failing_check_listener_answers_unknown_and_is_asked_again(
         checks = [m.properties["TRANSACTION_CHECK_TIMES"] for m in p.asked]
         assert checks[:2] == ["1", "2"]
         assert p.checks.answered >= 2
+
+
+async def test_check_immunity_holds_the_first_check_back(tmp_path: Path) -> None:
+    async with run_broker(tmp_path / "s", **FAST_CHECKS) as broker, producer() as p:
+        p.answer_with(lambda msg: LocalTransactionState.COMMIT_MESSAGE)
+        await p.join(broker)
+        result = await p.half(broker, b"immune", CHECK_IMMUNITY_TIME_IN_SECONDS="1")
+
+        async def delivered() -> list[MessageExt] | None:
+            return await read_all(p.api, broker) or None
+
+        (msg,) = await eventually(delivered, timeout_s=10)
+        asked = p.asked[0]
+        assert asked.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        # the check was about a copy stored once the immunity had passed, after
+        # unchecked copies that kept the progress moving
+        assert asked.store_timestamp - asked.born_timestamp >= 1000
+        assert asked.queue_offset > 1
+        assert asked.properties["TRAN_PREPARED_QUEUE_OFFSET"] == str(result.queue_offset)
+        assert msg.body == b"immune"
