@@ -10,13 +10,15 @@ Start: managers load ``<store>/config/*.json``; the listening socket is
 bound first, so the address written into every record is known; the store
 opens and recovers (off the loop); handlers are built (``wiring``) and
 registered; the server starts; background services (offset persistence,
-client expiry, cleaning, statistics, delayed delivery) start; the broker
-registers with the name servers. Stop: no more registrations; parked pulls
-are answered; SYNC_FLUSH sends waiting for the disk are answered; the
-server stops (answers in flight are flushed); delayed delivery and the
-other services stop; the broker unregisters; configs and offsets (consumer
-and delay) are written; the store is flushed and closed (its abort file
-removed).
+client expiry, cleaning, statistics, delayed delivery, transaction checks)
+start; the broker registers with the name servers. Before the handlers are
+built, the store is dispatched to its end and the open transactions are
+rebuilt from the half and op queues. Stop: no more registrations; parked
+pulls are answered; SYNC_FLUSH sends waiting for the disk are answered; the
+server stops (answers in flight are flushed); delayed delivery, transaction
+checks and the other services stop; the broker unregisters; configs and
+offsets (consumer and delay) are written; the store is flushed and closed
+(its abort file removed).
 """
 
 from __future__ import annotations
@@ -45,7 +47,15 @@ from apogee.broker.schedule_service import (
 )
 from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask
 from apogee.broker.topics import TopicConfigManager, TopicDefaults
-from apogee.broker.wiring import BrokerParts, build_handlers, open_store, registrar_for
+from apogee.broker.transaction_book import TransactionBook
+from apogee.broker.transaction_service import TransactionCheckService, recover_book
+from apogee.broker.wiring import (
+    BrokerParts,
+    build_handlers,
+    open_store,
+    registrar_for,
+    transaction_checker,
+)
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
@@ -90,6 +100,8 @@ class Broker:
         self.namesrv_client = RemotingClient(ClientConfig())
         self.store: FileMessageStore | None = None
         self.schedule: ScheduleMessageService | None = None
+        self.transactions = TransactionBook()
+        self.tx_check: TransactionCheckService | None = None
         self.stats: BrokerStats | None = None
         self.address = ""
         self._tasks: list[PeriodicTask] = []
@@ -116,8 +128,12 @@ class Broker:
         started_ms = self.clock.now_ms()
         try:
             self.store = store = await asyncio.to_thread(self._open_store)
+            self.transactions = await asyncio.to_thread(self._recover_transactions, store)
         except BaseException:
             sock.close()
+            if self.store is not None:
+                await asyncio.to_thread(self.store.close)
+                self.store = None
             raise
         store.start()
         self._dispatch = DispatchDriver(store.dispatch_step)
@@ -146,6 +162,12 @@ class Broker:
         arrival = self.holds.on_arrival if self.config.long_polling_enable else None
         return open_store(self.config, self.clock, arrival)
 
+    def _recover_transactions(self, store: FileMessageStore) -> TransactionBook:
+        # Every half and op record must be in its consume queue before the scan.
+        while store.dispatch_step(1024) >= 1024:
+            pass
+        return recover_book(store, self.offsets)
+
     def _wire(self, store: FileMessageStore, store_host: tuple[str, int], started_ms: int) -> None:
         assert self._dispatch is not None and self._registration is not None
         kick = self._dispatch.kick
@@ -159,7 +181,11 @@ class Broker:
         )
         parts = BrokerParts(
             self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
-            self.delay_offsets, self.permission,
+            self.delay_offsets, self.permission, self.transactions,
+        )  # fmt: skip
+        self.tx_check = transaction_checker(
+            self.config, store, parts, self.to_clients,
+            store_host=store_host, clock=self.clock, on_stored=kick,
         )  # fmt: skip
         handlers = build_handlers(
             self.config,
@@ -179,7 +205,7 @@ class Broker:
 
     def _start_tasks(self, store: FileMessageStore) -> None:
         config = self.config
-        assert self.stats is not None and self.schedule is not None
+        assert self.stats is not None and self.schedule is not None and self.tx_check is not None
         self._tasks = [
             PeriodicTask(
                 "persist-offsets",
@@ -199,6 +225,7 @@ class Broker:
             task.start()
         if not config.is_slave:  # a slave's store takes no puts; its master delivers
             self.schedule.start()
+            self.tx_check.start()
 
     def _make_registration(self, ip: str) -> RegistrationService:
         def topics() -> TopicConfigWrapper:  # as registered: masked by the broker's permission
@@ -230,6 +257,8 @@ class Broker:
         await self.server.stop()
         if self.schedule is not None:
             await self.schedule.stop()
+        if self.tx_check is not None:
+            await self.tx_check.stop()
         for task in self._tasks:
             await task.stop()
         if self._dispatch is not None:

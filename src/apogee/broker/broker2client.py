@@ -2,10 +2,12 @@
 
 Owns: NOTIFY_CONSUMER_IDS_CHANGED, sent oneway (header consumerGroup) to
 every consumer of a group whose membership changed, so that each one
-rebalances at once instead of at its next 10 s (C++) or 20 s (Java) round.
-Later: CHECK_TRANSACTION_STATE, RESET_CONSUMER_CLIENT_OFFSET,
-GET_CONSUMER_RUNNING_INFO. Imports: asyncio, ``apogee.codes``,
-``apogee.protocol``, ``apogee.remoting``, ``apogee.errors``.
+rebalances at once instead of at its next 10 s (C++) or 20 s (Java) round;
+CHECK_TRANSACTION_STATE, sent oneway to one open connection of a producer
+group, picked at random (ProducerManager.getAvailableChannel). Later:
+RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO. Imports: asyncio,
+random, ``apogee.codes``, ``apogee.protocol``, ``apogee.remoting``,
+``apogee.errors``.
 
 Sends never block the caller (a registry change listener): each one runs as
 a task, tracked until it finishes so that ``close`` can wait for them.
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Coroutine, Hashable, Iterable
 from typing import Any
 
 from apogee.codes import RequestCode
 from apogee.errors import ApogeeError
 from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import CheckTransactionStateRequestHeader
 from apogee.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,20 @@ class Broker2Client:
                     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}
                 )
                 self._spawn(self._oneway(channel, request))
+
+    def check_transaction_state(
+        self,
+        channels: Iterable[Hashable],
+        header: CheckTransactionStateRequestHeader,
+        body: bytes,
+    ) -> bool:
+        """Ask one open producer connection among ``channels``; False when there is none."""
+        live = [c for c in channels if isinstance(c, Connection) and not c.closed]
+        if not live:
+            return False
+        request = RemotingCommand.oneway(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext(), body)
+        self._spawn(self._oneway(random.choice(live), request))
+        return True
 
     async def _oneway(self, conn: Connection, request: RemotingCommand) -> None:
         try:

@@ -116,7 +116,13 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    # transactions (BrokerConfig: check period, age before a check, checks before discarding)
     reject_transaction_message: bool = False
+    transaction_timeout_ms: int = field(default=6000, metadata={"key": "transactionTimeOut"})
+    transaction_check_max: int = 15
+    transaction_check_interval_ms: int = field(
+        default=60_000, metadata={"key": "transactionCheckInterval"}
+    )
     # pulls
     long_polling_enable: bool = True
     short_polling_time_ms: int = field(default=1000, metadata={"key": "shortPollingTimeMills"})
@@ -163,6 +169,13 @@ class BrokerConfig:
                 raise ConfigError(f"{key} must be 0..65535, got {value}")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
+        for key, value in (
+            ("transactionTimeOut", self.transaction_timeout_ms),
+            ("transactionCheckInterval", self.transaction_check_interval_ms),
+            ("transactionCheckMax", self.transaction_check_max),
+        ):
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1, got {value}")
         if self.is_slave and self.broker_id <= MASTER_ID:
             raise ConfigError("a SLAVE broker needs brokerId > 0")
         if not self.is_slave and self.broker_id != MASTER_ID:

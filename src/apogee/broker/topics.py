@@ -15,9 +15,10 @@ with the name servers). Rules from RocketMQ's TopicConfigManager:
   autoCreateTopicEnable; BenchmarkTest 1024/1024; the cluster-name topic
   (INHERIT, + RW with clusterTopicEnable); the broker-name topic 1/1
   (INHERIT, + RW with brokerTopicEnable); OFFSET_MOVED_EVENT 1/1;
-  SCHEDULE_TOPIC_XXXX one queue per delay level; the trace topic 1/1 with
-  traceTopicEnable; ``<cluster>_REPLY_TOPIC`` 1/1. A persisted file then
-  overrides them by name.
+  SCHEDULE_TOPIC_XXXX one queue per delay level; RMQ_SYS_TRANS_HALF_TOPIC
+  and RMQ_SYS_TRANS_OP_HALF_TOPIC 1/1 (as 5.x does at start; 4.x creates
+  them on first use); the trace topic 1/1 with traceTopicEnable;
+  ``<cluster>_REPLY_TOPIC`` 1/1. A persisted file then overrides them by name.
 * a send to an unknown topic creates it from the header's default topic if
   that one has INHERIT: queues = min(header defaultTopicQueueNums, default's
   writeQueueNums), perm = default's perm without INHERIT, same filter type.
@@ -41,6 +42,8 @@ from apogee.model.topic import (
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
     TopicConfig,
 )
 from apogee.protocol.bodies import (
@@ -96,6 +99,8 @@ def system_topics(d: TopicDefaults) -> list[TopicConfig]:
         TopicConfig(d.broker_name, 1, 1, inherit_rw if d.broker_topic_enable else PERM_INHERIT),
         TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
         TopicConfig(SCHEDULE_TOPIC, d.schedule_queue_nums, d.schedule_queue_nums),
+        TopicConfig(TRANS_HALF_TOPIC, 1, 1),
+        TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
     ]
     if d.trace_topic_enable:
         topics.append(TopicConfig(d.trace_topic_name, 1, 1))

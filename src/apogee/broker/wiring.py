@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from apogee._util.clock import Clock
+from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig, config_properties
 from apogee.broker.groups import SubscriptionGroupManager
@@ -33,6 +34,7 @@ from apogee.broker.handlers.consumer import (
     UnregisterClientHandler,
     UpdateConsumerOffsetHandler,
 )
+from apogee.broker.handlers.end_transaction import EndTransactionHandler, EndTransactionSettings
 from apogee.broker.handlers.locks import LockHandlers
 from apogee.broker.handlers.pull import PullHandler, PullSettings
 from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
@@ -47,6 +49,8 @@ from apogee.broker.registration import BrokerIdentity, NamesrvRegistrar
 from apogee.broker.runtime_stats import BrokerStats, runtime_table
 from apogee.broker.schedule_service import DelayOffsetTable
 from apogee.broker.topics import TopicConfigManager
+from apogee.broker.transaction_book import TransactionBook
+from apogee.broker.transaction_service import TransactionCheckService, TransactionSettings
 from apogee.model.message import HostPort
 from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
@@ -68,6 +72,7 @@ class BrokerParts:
     locks: RebalanceLockManager
     delay_offsets: DelayOffsetTable
     permission: BrokerPermission
+    transactions: TransactionBook
 
 
 def open_store(
@@ -132,12 +137,20 @@ def build_handlers(
             SendSettings.from_config(config, store_host, p.permission),
             on_stored=on_stored,
             loop=asyncio.get_running_loop(),
+            transactions=p.transactions,
         ),
         send_back=SendBackHandler(
             store,
             p.topics,
             p.groups,
             SendBackSettings.from_config(config, store_host, p.permission),
+            on_stored=on_stored,
+        ),
+        end_transaction=EndTransactionHandler(
+            store,
+            p.transactions,
+            EndTransactionSettings(store_host, config.is_slave),
+            clock=clock,
             on_stored=on_stored,
         ),
         pull=PullHandler(
@@ -177,4 +190,34 @@ def build_handlers(
             p.delay_offsets,
             updater=ConfigUpdater(p.permission, p.topics, register),
         ),
+    )
+
+
+def transaction_checker(
+    config: BrokerConfig,
+    store: MessageStore,
+    parts: BrokerParts,
+    to_clients: Broker2Client,
+    *,
+    store_host: HostPort,
+    clock: Clock,
+    on_stored: Callable[[], None],
+) -> TransactionCheckService:
+    settings = TransactionSettings(
+        check_interval_s=config.transaction_check_interval_ms / 1000,
+        timeout_ms=config.transaction_timeout_ms,
+        check_max=config.transaction_check_max,
+        max_age_ms=config.store.file_reserved_time_hours * 3600 * 1000,
+    )
+    return TransactionCheckService(
+        store,
+        parts.transactions,
+        offsets=parts.offsets,
+        topics=parts.topics,
+        clients=parts.clients,
+        to_clients=to_clients,
+        settings=settings,
+        store_host=store_host,
+        clock=clock,
+        on_stored=on_stored,
     )

@@ -68,6 +68,9 @@ def test_unknown_keys_are_named(tmp_path: Path) -> None:
         ({"flushDiskType": "SOMETIMES"}, "flushDiskType"),
         ({"aclEnable": "true"}, "aclEnable"),
         ({"storePathCommitLog": "/elsewhere/commitlog"}, "storePathCommitLog"),
+        ({"transactionCheckInterval": "0"}, "transactionCheckInterval"),
+        ({"transactionTimeOut": "-1"}, "transactionTimeOut"),
+        ({"transactionCheckMax": "0"}, "transactionCheckMax"),
     ],
 )
 def test_bad_values_are_named(props: dict[str, str], message: str) -> None:
@@ -94,6 +97,28 @@ def test_defaults_are_rocketmqs() -> None:
     )
     assert config.register_period_s == 30
     assert config.long_polling_enable and config.auto_create_topic_enable
+    tx = (
+        config.transaction_check_interval_ms,
+        config.transaction_timeout_ms,
+        config.transaction_check_max,
+        config.reject_transaction_message,
+    )
+    assert tx == (60_000, 6000, 15, False)
+
+
+def test_transaction_keys_are_rocketmqs() -> None:
+    config = broker_config_from_properties(
+        {
+            "transactionCheckInterval": "30000",
+            "transactionTimeOut": "3000",
+            "transactionCheckMax": "5",
+            "rejectTransactionMessage": "true",
+        }
+    )
+    assert config.transaction_check_interval_ms == 30_000
+    assert config.transaction_timeout_ms == 3000
+    assert config.transaction_check_max == 5
+    assert config.reject_transaction_message
 
 
 def test_register_period_is_clamped_to_10_to_60_seconds() -> None:

@@ -26,6 +26,8 @@ def test_system_topics_follow_rocketmq() -> None:
     assert topics["OFFSET_MOVED_EVENT"] == TopicConfig("OFFSET_MOVED_EVENT", 1, 1)
     assert topics["SCHEDULE_TOPIC_XXXX"].read_queue_nums == 18
     assert topics["DefaultCluster_REPLY_TOPIC"] == TopicConfig("DefaultCluster_REPLY_TOPIC", 1, 1)
+    assert topics["RMQ_SYS_TRANS_HALF_TOPIC"] == TopicConfig("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1)
+    assert topics["RMQ_SYS_TRANS_OP_HALF_TOPIC"] == TopicConfig("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1)
     assert "RMQ_SYS_TRACE_TOPIC" not in topics
 
 

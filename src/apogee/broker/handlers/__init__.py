@@ -24,6 +24,7 @@ from apogee.broker.handlers.consumer import (
     UnregisterClientHandler,
     UpdateConsumerOffsetHandler,
 )
+from apogee.broker.handlers.end_transaction import EndTransactionHandler
 from apogee.broker.handlers.locks import LockHandlers
 from apogee.broker.handlers.pull import PullHandler
 from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
@@ -39,6 +40,7 @@ ADMIN_GROUP = "admin"
 class BrokerHandlers:
     send: SendHandler
     send_back: SendBackHandler
+    end_transaction: EndTransactionHandler
     pull: PullHandler
     heartbeat: HeartbeatHandler
     unregister_client: UnregisterClientHandler
@@ -59,6 +61,7 @@ class BrokerHandlers:
         sends = (code.SEND_MESSAGE, code.SEND_MESSAGE_V2, code.SEND_BATCH_MESSAGE)
         table.register(sends, self.send.handle)
         table.register(code.CONSUMER_SEND_MSG_BACK, self.send_back.handle)
+        table.register(code.END_TRANSACTION, self.end_transaction.handle)
         table.register(code.PULL_MESSAGE, self.pull.handle)
         table.register(code.HEART_BEAT, self.heartbeat.handle)
         table.register(code.UNREGISTER_CLIENT, self.unregister_client.handle)

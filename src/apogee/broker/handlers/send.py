@@ -5,9 +5,11 @@ id), the broker's additions to a message (CLUSTER, born and store hosts,
 the delayed-message placement), the client's own retry path (a send to
 ``%RETRY%<group>`` whose reconsumeTimes has reached the group's budget goes
 to ``%DLQ%<group>`` instead, undelayed; 26 when the group has no config),
-batch bodies (inflated as a whole when the
-C++ client compressed them), SYNC_FLUSH waits and the store-status ->
-response-code table. Imports: ``apogee.store`` (interface, results, config),
+transactional half messages (TRAN_MSG=true: stored in the half queue, see
+``apogee.broker.transaction``, and entered in the TransactionBook; refused
+with 16 under rejectTransactionMessage), batch bodies (inflated as a whole
+when the C++ client compressed them), SYNC_FLUSH waits and the store-status
+-> response-code table. Imports: ``apogee.store`` (interface, results, config),
 ``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
 
 Hot path: the handler is synchronous and answers inline. Only a SYNC_FLUSH
@@ -39,16 +41,19 @@ from apogee.broker.records import InflateError, inflate
 from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times, random_queue
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
 from apogee.broker.topics import TopicConfigManager
+from apogee.broker.transaction import TRAN_MARKER, half_message, is_half_message
+from apogee.broker.transaction_book import TransactionBook
 from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError
 from apogee.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     HostPort,
     StoreBatch,
     StoreMessage,
     properties_to_string,
+    property_value,
     string_to_properties,
 )
 from apogee.model.message_codec import MAX_TOPIC_LENGTH_V1, decode_batch
@@ -80,7 +85,6 @@ _FAILED_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
 _WAIT_FALSE = "WAIT\x01false"
-_TRAN_MARKER = PROPERTY_TRANSACTION_PREPARED + "\x01true"
 _UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
 _UNIT_SUB_TOPIC_FLAG = 0x2  # TopicSysFlag: UNIT_SUB (retry topics)
 
@@ -95,6 +99,7 @@ class SendSettings:
     sync_flush: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    reject_transaction_message: bool = False
 
     @classmethod
     def from_config(
@@ -109,6 +114,7 @@ class SendSettings:
             sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
             region_id=config.region_id,
             trace_on=config.trace_on,
+            reject_transaction_message=config.reject_transaction_message,
         )
 
 
@@ -129,7 +135,7 @@ class _RefusedError(Exception):
         self.remark = remark
 
 
-Waiter = tuple[RequestContext, PutResult, int]
+Waiter = tuple[RequestContext, PutResult, int, str | None]
 
 
 class SendHandler:
@@ -144,8 +150,10 @@ class SendHandler:
         *,
         on_stored: Callable[[], None],
         loop: asyncio.AbstractEventLoop,
+        transactions: TransactionBook,
     ) -> None:
         self._store = store
+        self._transactions = transactions
         self._topics = topics
         self._groups = groups
         self._settings = settings
@@ -163,21 +171,26 @@ class SendHandler:
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = decode_send_header(request.code, request.ext_fields)
+        props = header.properties or ""
+        tx_id: str | None = None
         try:
             config = self._ready.get(header.topic) or self._check_topic(header)
             queue_id = self._queue_id(header, config, ctx)
             if header.batch:
                 result = self._put_batch(ctx, request, header, queue_id)
+            elif TRAN_MARKER in props and is_half_message(props):
+                result = self._put_half(ctx, request, header, queue_id)
+                tx_id = property_value(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             else:
                 result = self._put_one(ctx, request, header, queue_id)
         except _RefusedError as refused:
             return request.make_response(refused.code, refused.remark)
         if result.status.is_stored:
             self._on_stored()
-            wait = self._settings.sync_flush and _WAIT_FALSE not in (header.properties or "")
+            wait = self._settings.sync_flush and _WAIT_FALSE not in props
             if wait and result.status is PutStatus.PUT_OK:
-                return self._after_flush(ctx, result, queue_id)
-        return self._response(request, result.status, result, queue_id)
+                return self._after_flush(ctx, result, queue_id, tx_id)
+        return self._response(request, result.status, result, queue_id, tx_id)
 
     # -- msgCheck ----------------------------------------------------------------
 
@@ -254,10 +267,6 @@ class SendHandler:
     ) -> PutResult:
         props = self._properties(header)
         topic, store_qid = header.topic, queue_id
-        if _TRAN_MARKER in props:
-            raise _RefusedError(
-                ResponseCode.NO_PERMISSION, "transaction messages are not supported"
-            )
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             dead = self._dead_letter(header, request.version)
             if dead is not None:
@@ -278,6 +287,29 @@ class SendHandler:
             self._born_host(ctx), self._store_host, header.reconsume_times or 0,
         )  # fmt: skip
         return self._store.put(msg)
+
+    def _put_half(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+    ) -> PutResult:
+        """A transactional half message: into the half queue, and into the book."""
+        if self._settings.reject_transaction_message:
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._store_host[0]}] sending transaction message is forbidden",
+            )
+        real = StoreMessage(
+            header.topic, queue_id, request.body_bytes(), self._properties(header), header.flag,
+            header.sys_flag, header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.reconsume_times or 0,
+        )  # fmt: skip
+        result = self._store.put(half_message(real))
+        if result.status.is_stored:
+            self._transactions.opened(result.queue_offset)
+        return result
 
     def _dead_letter(
         self, header: SendMessageRequestHeader, version: int
@@ -329,7 +361,12 @@ class SendHandler:
     # -- answering ---------------------------------------------------------------
 
     def _response(
-        self, request: RemotingCommand, status: PutStatus, result: PutResult, queue_id: int
+        self,
+        request: RemotingCommand,
+        status: PutStatus,
+        result: PutResult,
+        queue_id: int,
+        transaction_id: str | None = None,
     ) -> RemotingCommand:
         code = _STORED_CODES.get(status)
         if code is None:
@@ -344,19 +381,21 @@ class SendHandler:
             "MSG_REGION": self._settings.region_id,
             "TRACE_ON": self._trace_on,
         }
+        if transaction_id is not None:
+            ext["transactionId"] = transaction_id
         return request.make_response(code, None, ext)
 
     def _after_flush(
-        self, ctx: RequestContext, result: PutResult, queue_id: int
+        self, ctx: RequestContext, result: PutResult, queue_id: int, tx_id: str | None
     ) -> RemotingCommand | None:
         future = self._store.flush_future(result)
         if future.done():
-            return self._response(ctx.request, future.result(), result, queue_id)
+            return self._response(ctx.request, future.result(), result, queue_id, tx_id)
         waiters = self._flushing.get(future)
         if waiters is None:
             waiters = self._flushing[future] = []
             future.add_done_callback(self._flushed_elsewhere)
-        waiters.append((ctx, result, queue_id))
+        waiters.append((ctx, result, queue_id, tx_id))
         return None
 
     def _flushed_elsewhere(self, future: Future[PutStatus]) -> None:
@@ -365,8 +404,8 @@ class SendHandler:
 
     def _flushed(self, future: Future[PutStatus]) -> None:
         status = future.result()
-        for ctx, result, queue_id in self._flushing.pop(future, ()):
-            ctx.respond(self._response(ctx.request, status, result, queue_id))
+        for ctx, result, queue_id, tx_id in self._flushing.pop(future, ()):
+            ctx.respond(self._response(ctx.request, status, result, queue_id, tx_id))
 
     @property
     def waiting_for_flush(self) -> int:
