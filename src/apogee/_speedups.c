@@ -88,6 +88,13 @@ static int as_i64(PyObject *obj, int64_t *out)
     return 0;
 }
 
+/* Whether `extent` bytes from `pos` lie inside a buffer of `len` bytes,
+ * without computing pos + extent (which may overflow). */
+static inline int fits(int64_t pos, int64_t extent, Py_ssize_t len)
+{
+    return pos >= 0 && pos <= (int64_t)len && extent <= (int64_t)len - pos;
+}
+
 /* -- Java String.hashCode ----------------------------------------------------- */
 
 /* Fold the UTF-16 code units of `text` into `h` (h = 31 * h + unit).
@@ -442,7 +449,7 @@ static PyObject *encode_record_into(PyObject *module, PyObject *const *args, Py_
     if (check_props_len(plen)) {
         goto done;
     }
-    if (pos < 0 || pos + record_extent(&h, body.len, tlen, plen) > out.len) {
+    if (!fits(pos, record_extent(&h, body.len, tlen, plen), out.len)) {
         PyErr_SetString(PyExc_ValueError, "the record does not fit the buffer");
         goto done;
     }
@@ -782,7 +789,7 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &body, PyBUF_SIMPLE) < 0) {
             goto done;
         }
-        if (pos < 0 || pos + record_extent(&h, body.len, tlen, plen) > out.len) {
+        if (!fits(pos, record_extent(&h, body.len, tlen, plen), out.len)) {
             PyBuffer_Release(&body);
             PyErr_SetString(PyExc_ValueError, "the batch does not fit the buffer");
             goto done;

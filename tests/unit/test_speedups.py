@@ -174,6 +174,15 @@ def test_encode_record_into_refuses_what_struct_refuses(change: dict[str, Any]) 
     assert outcome(native.encode_record_into, a, *values)[1] is struct.error
 
 
+@pytest.mark.parametrize("pos", [-1, 1200, 2**62, 2**63 - 60])
+def test_encode_record_into_refuses_a_position_off_the_buffer(pos: int) -> None:
+    values = [pos, 1, 2, 3, 4, 5, 6, bytes(8), 7, bytes(8), 8, 9, b"body", b"\x01T", b"p"]
+    buf = bytearray(1200)
+    with pytest.raises(ValueError, match="does not fit"):
+        native.encode_record_into(buf, *values)
+    assert buf == bytearray(1200)
+
+
 # -- batches ------------------------------------------------------------------------
 
 
@@ -261,6 +270,24 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     a, b = bytearray(pos + total + 8), bytearray(pos + total + 8)
     assert native.encode_batch(a, *args) == encode_batch_python(b, *args)
     assert a == b
+
+
+def _two_records() -> tuple[list[Any], list[Any]]:
+    prepared = prepare_batch_python(
+        [BatchItem(0, b"a", ""), BatchItem(1, b"b", "")], "", 999, 93, 999
+    )
+    assert len(prepared) == 3
+    return list(prepared[1]), list(prepared[2])
+
+
+@pytest.mark.parametrize("pos", [-1, 400, 2**62, 2**63 - 60])
+def test_encode_batch_refuses_a_position_off_the_buffer(pos: int) -> None:
+    records, index = _two_records()
+    args = (pos, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+    buf = bytearray(400)
+    with pytest.raises(ValueError, match="does not fit"):
+        native.encode_batch(buf, *args)
+    assert buf == bytearray(400)
 
 
 # -- consume queues -------------------------------------------------------------------
