@@ -88,6 +88,17 @@ static int as_i64(PyObject *obj, int64_t *out)
     return 0;
 }
 
+/* base + delta as a 'q' field: struct.error when past int64, as packing the
+ * Python twin's unbounded sum would raise. */
+static int add_i64(int64_t base, int64_t delta, int64_t *out)
+{
+    if (__builtin_add_overflow(base, delta, out)) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether `extent` bytes from `pos` lie inside a buffer of `len` bytes,
  * without computing pos + extent (which may overflow). */
 static inline int fits(int64_t pos, int64_t extent, Py_ssize_t len)
@@ -309,7 +320,8 @@ static inline int64_t record_size(const record_head *h, Py_ssize_t blen, Py_ssiz
     return 90 + (int64_t)blen + tlen + plen + h->born_len + h->store_len - 16;
 }
 
-/* Bytes from the record start to the end of its properties, as written. */
+/* Bytes from the record start to the end of its properties, as written (and
+ * the TOTALSIZE a batch record gets: encode_batch_records_into counts it so). */
 static inline int64_t record_extent(const record_head *h, Py_ssize_t blen, Py_ssize_t tlen,
                                     Py_ssize_t plen)
 {
@@ -318,11 +330,11 @@ static inline int64_t record_extent(const record_head *h, Py_ssize_t blen, Py_ss
 }
 
 /* Write one v1 record at `out` (the caller checked that it fits): the
- * fields, body, topic field and properties, then TOTALSIZE and MAGICCODE
- * last, so that a writer killed part-way leaves no magic behind. */
-static int64_t write_record(unsigned char *out, const record_head *h, const void *body,
-                            Py_ssize_t blen, const char *topic, Py_ssize_t tlen, const char *props,
-                            Py_ssize_t plen)
+ * fields, body, topic field and properties, then TOTALSIZE (`size`) and
+ * MAGICCODE last, so that a writer killed part-way leaves no magic behind. */
+static void write_record(unsigned char *out, const record_head *h, const void *body,
+                         Py_ssize_t blen, const char *topic, Py_ssize_t tlen, const char *props,
+                         Py_ssize_t plen, int64_t size)
 {
     Py_ssize_t born_field = h->born_len == 20 ? 20 : 8, store_field = h->store_len == 20 ? 20 : 8;
     unsigned char *p = out + 8;
@@ -354,11 +366,9 @@ static int64_t write_record(unsigned char *out, const record_head *h, const void
     p[1] = (unsigned char)plen;
     p += 2;
     memcpy(p, props, (size_t)plen);
-    int64_t size = record_size(h, blen, tlen, plen);
     STORE_BARRIER();
     put32(out, (uint32_t)size);
     put32(out + 4, MAGIC_V1);
-    return size;
 }
 
 static int check_props_len(Py_ssize_t plen)
@@ -453,8 +463,9 @@ static PyObject *encode_record_into(PyObject *module, PyObject *const *args, Py_
         PyErr_SetString(PyExc_ValueError, "the record does not fit the buffer");
         goto done;
     }
-    int64_t size = write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
-                                PyBytes_AS_STRING(topic), tlen, PyBytes_AS_STRING(props), plen);
+    int64_t size = record_size(&h, body.len, tlen, plen);
+    write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len, PyBytes_AS_STRING(topic),
+                 tlen, PyBytes_AS_STRING(props), plen, size);
     result = PyLong_FromLongLong(size);
 done:
     if (out.obj != NULL) {
@@ -735,7 +746,11 @@ fail:
 }
 
 /* Write a prepared batch from buf[pos] (commitlog.write_batch_python) and
- * build its hand-off entries. Returns (offsets, entries). */
+ * build its hand-off entries. Returns (offsets, entries). Converting a flag
+ * or CRC, or taking a body's buffer, may run Python code that changes the
+ * lists: records and facts are held while in use and the lists read as they
+ * are at each step (the twin loops over the records, then zips them with the
+ * index, strictly). */
 static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 15) {
@@ -752,68 +767,94 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *tfield = args[11], *records = args[12], *index = args[13], *topic = args[14];
-    if (!PyBytes_Check(tfield) || !PyList_Check(records) || !PyList_Check(index) ||
-        PyList_GET_SIZE(records) != PyList_GET_SIZE(index)) {
+    if (!PyBytes_Check(tfield) || !PyList_Check(records) || !PyList_Check(index)) {
         PyErr_SetString(PyExc_TypeError, "encode_batch(): bad topic field, records or index");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(records), tlen = PyBytes_GET_SIZE(tfield);
+    if (PyList_GET_SIZE(records) != PyList_GET_SIZE(index)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch(): records and index differ in length");
+        return NULL;
+    }
+    Py_ssize_t tlen = PyBytes_GET_SIZE(tfield);
     Py_buffer out;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
-    PyObject *offsets = PyList_New(n), *entries = PyList_New(n);
+    PyObject *offsets = PyList_New(0), *entries = PyList_New(0);
     PyObject *store_ts = PyLong_FromLongLong(h.store_ts), *sys_flag = PyLong_FromLong(h.sys_flag);
     PyObject *zero = PyLong_FromLong(0);
     PyObject *result = NULL;
     if (offsets == NULL || entries == NULL || store_ts == NULL || sys_flag == NULL || zero == NULL) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *record = PyList_GET_ITEM(records, i), *facts = PyList_GET_ITEM(index, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        if (i >= PyList_GET_SIZE(index)) {
+            break; /* refused below */
+        }
+        PyObject *record = Py_NewRef(PyList_GET_ITEM(records, i));
+        PyObject *facts = Py_NewRef(PyList_GET_ITEM(index, i));
+        PyObject *phys = NULL, *entry = NULL;
+        Py_buffer body;
+        body.obj = NULL;
         if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 4 || !PyTuple_Check(facts) ||
             PyTuple_GET_SIZE(facts) != 4 || !PyBytes_Check(PyTuple_GET_ITEM(record, 2))) {
             PyErr_SetString(PyExc_TypeError, "batch records are (flag, body, props, crc)");
-            goto done;
+            goto record_fail;
         }
         if (as_i32(PyTuple_GET_ITEM(record, 0), &h.flag) ||
             as_i32(PyTuple_GET_ITEM(record, 3), &h.crc)) {
-            goto done;
+            goto record_fail;
         }
         PyObject *props = PyTuple_GET_ITEM(record, 2);
         Py_ssize_t plen = PyBytes_GET_SIZE(props);
         if (check_props_len(plen)) {
-            goto done;
+            goto record_fail;
         }
-        Py_buffer body;
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &body, PyBUF_SIMPLE) < 0) {
-            goto done;
+            body.obj = NULL;
+            goto record_fail;
         }
-        if (!fits(pos, record_extent(&h, body.len, tlen, plen), out.len)) {
-            PyBuffer_Release(&body);
+        int64_t extent = record_extent(&h, body.len, tlen, plen);
+        if (!fits(pos, extent, out.len)) {
             PyErr_SetString(PyExc_ValueError, "the batch does not fit the buffer");
-            goto done;
+            goto record_fail;
         }
-        h.phys = base + pos;
-        h.qoff = first + i;
-        int64_t size = write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
-                                    PyBytes_AS_STRING(tfield), tlen, PyBytes_AS_STRING(props),
-                                    plen);
+        if (add_i64(base, pos, &h.phys) || add_i64(first, i, &h.qoff)) {
+            goto record_fail;
+        }
+        write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
+                     PyBytes_AS_STRING(tfield), tlen, PyBytes_AS_STRING(props), plen, extent);
         PyBuffer_Release(&body);
-        PyObject *phys = PyLong_FromLongLong(h.phys);
-        if (phys == NULL) {
-            goto done;
+        phys = PyLong_FromLongLong(h.phys);
+        if (phys == NULL || PyList_Append(offsets, phys) < 0) {
+            goto record_fail;
         }
-        PyList_SET_ITEM(offsets, i, phys);
-        PyObject *entry = Py_BuildValue(
-            "(OOOOOOLOOOO)", topic, args[3], phys, PyTuple_GET_ITEM(facts, 0),
-            PyTuple_GET_ITEM(facts, 1), store_ts, (long long)h.qoff, PyTuple_GET_ITEM(facts, 2),
-            PyTuple_GET_ITEM(facts, 3), sys_flag, zero);
-        if (entry == NULL) {
-            goto done;
+        entry = Py_BuildValue("(OOOOOOLOOOO)", topic, args[3], phys, PyTuple_GET_ITEM(facts, 0),
+                              PyTuple_GET_ITEM(facts, 1), store_ts, (long long)h.qoff,
+                              PyTuple_GET_ITEM(facts, 2), PyTuple_GET_ITEM(facts, 3), sys_flag,
+                              zero);
+        if (entry == NULL || PyList_Append(entries, entry) < 0) {
+            goto record_fail;
         }
-        PyList_SET_ITEM(entries, i, entry);
-        pos += size;
+        Py_DECREF(entry);
+        Py_DECREF(phys);
+        Py_DECREF(facts);
+        Py_DECREF(record);
+        pos += extent;
+        continue;
+    record_fail:
+        if (body.obj != NULL) {
+            PyBuffer_Release(&body);
+        }
+        Py_XDECREF(entry);
+        Py_XDECREF(phys);
+        Py_DECREF(facts);
+        Py_DECREF(record);
+        goto done;
+    }
+    if (PyList_GET_SIZE(offsets) != PyList_GET_SIZE(index)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch(): records and index differ in length");
+        goto done;
     }
     result = PyTuple_Pack(2, offsets, entries);
 done:
