@@ -525,6 +525,11 @@ static PyObject *new_batch_item(PyObject *flag, PyObject *body, PyObject *props)
     PyTuple_SET_ITEM(item, 0, flag);
     PyTuple_SET_ITEM(item, 1, body);
     PyTuple_SET_ITEM(item, 2, props);
+#if PY_VERSION_HEX >= 0x030E00A7
+    /* tuples cache their hash from 3.14 on; -1 is "not computed" (tp_alloc
+     * zero-fills, and a cached 0 would be every item's hash) */
+    ((PyTupleObject *)item)->ob_hash = -1;
+#endif
     return item;
 }
 

@@ -258,6 +258,8 @@ def test_decode_batch(body: bytes) -> None:
     if isinstance(result, list):  # also from a view of a bytearray
         items = native.decode_batch(memoryview(bytearray(body)))
         assert all(type(item) is BatchItem for item in items)
+        frozen = native.decode_batch(body)  # bodies of bytes: hashable views
+        assert [hash(item) for item in frozen] == [hash(tuple(item)) for item in frozen]
         assert decoded(native.decode_batch, bytearray(body)) == result
 
 
