@@ -637,10 +637,31 @@ static PyObject *error_pair(int kind, int64_t size)
     return Py_BuildValue("(iL)", kind, (long long)size);
 }
 
+/* items[i] if it is a (flag, body, str) tuple, as a new reference. */
+static PyObject *batch_item_at(PyObject *items, Py_ssize_t i)
+{
+    PyObject *item = PyList_GET_ITEM(items, i);
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(item, 2))) {
+        PyErr_SetString(PyExc_TypeError, "batch items are (flag, body, properties)");
+        return NULL;
+    }
+    return Py_NewRef(item);
+}
+
+static int overflowed(void)
+{
+    PyErr_SetString(PyExc_OverflowError, "batch sizes past int64");
+    return -1;
+}
+
 /* What a batch needs before the lock (commitlog.prepare_batch_python): the
  * batch body limit, then per item its merged properties, size, CRC and
  * index fields. Returns (total, records, index) or (kind, size) for a
- * refusal: 0 batch body over max_body, 1 properties too long, 2 item too big. */
+ * refusal: 0 batch body over max_body, 1 properties too long, 2 item too big.
+ * len(body) and the CRC may run Python code that changes `items`: each item
+ * is held while in use and the list is read as it is at each step, as the
+ * twin's for loops read it. */
 static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -656,50 +677,58 @@ static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize
         }
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(items);
     int64_t total_body = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(item, 2))) {
-            PyErr_SetString(PyExc_TypeError, "batch items are (flag, body, properties)");
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = batch_item_at(items, i);
+        if (item == NULL) {
             return NULL;
         }
         Py_ssize_t blen = PyObject_Length(PyTuple_GET_ITEM(item, 1));
+        Py_ssize_t slen = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 2));
+        Py_DECREF(item);
         if (blen < 0) {
             return NULL;
         }
-        total_body += blen + PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 2)) + 22;
+        if (__builtin_add_overflow(total_body, (int64_t)blen, &total_body) ||
+            __builtin_add_overflow(total_body, (int64_t)slen + 22, &total_body)) {
+            overflowed();
+            return NULL;
+        }
     }
     if (total_body > max_body) {
         return error_pair(0, total_body);
     }
-    Py_ssize_t elen;
-    const char *extra_utf8 = utf8_of(extra, &elen);
-    if (extra_utf8 == NULL) {
-        return NULL;
-    }
-    PyObject *records = PyList_New(n), *index = PyList_New(n);
+    /* the batch's own properties are encoded with the first item's, as the
+     * twin encodes each merged string (none at all for an empty batch) */
+    const char *extra_utf8 = NULL;
+    Py_ssize_t elen = 0;
+    PyObject *records = PyList_New(0), *index = PyList_New(0);
     if (records == NULL || index == NULL) {
-        Py_XDECREF(records);
-        Py_XDECREF(index);
-        return NULL;
+        goto fail;
     }
     int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = batch_item_at(items, i);
+        if (item == NULL) {
+            goto fail;
+        }
         PyObject *flag = PyTuple_GET_ITEM(item, 0), *body = PyTuple_GET_ITEM(item, 1);
+        PyObject *props = NULL, *fields = NULL, *record = NULL, *facts = NULL;
         Py_ssize_t ilen;
         const char *inner = utf8_of(PyTuple_GET_ITEM(item, 2), &ilen);
         if (inner == NULL) {
-            goto fail;
+            goto item_fail;
+        }
+        if (extra_utf8 == NULL && PyUnicode_GET_LENGTH(extra) > 0 &&
+            (extra_utf8 = utf8_of(extra, &elen)) == NULL) {
+            goto item_fail;
         }
         /* merge_batch_properties: a 0x02 between them unless inner ends with one */
         int sep = elen > 0 && ilen > 0 && inner[ilen - 1] != 0x02;
-        Py_ssize_t plen = ilen + sep + (elen > 0 ? elen : 0);
-        PyObject *props = PyBytes_FromStringAndSize(NULL, plen);
+        Py_ssize_t plen = ilen + sep + elen;
+        props = PyBytes_FromStringAndSize(NULL, plen);
         if (props == NULL) {
-            goto fail;
+            goto item_fail;
         }
         char *pp = PyBytes_AS_STRING(props);
         memcpy(pp, inner, (size_t)ilen);
@@ -710,43 +739,59 @@ static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize
             memcpy(pp + ilen + sep, extra_utf8, (size_t)elen);
         }
         Py_ssize_t blen = PyObject_Length(body);
-        int64_t size = fixed + blen + plen;
         if (blen < 0) {
-            Py_DECREF(props);
-            goto fail;
+            goto item_fail;
+        }
+        int64_t size;
+        if (__builtin_add_overflow(fixed, (int64_t)blen, &size) ||
+            __builtin_add_overflow(size, (int64_t)plen, &size)) {
+            overflowed();
+            goto item_fail;
         }
         if (size > max_record || plen > 0x7FFF) {
             Py_DECREF(props);
+            Py_DECREF(item);
             Py_DECREF(records);
             Py_DECREF(index);
             return error_pair(plen > 0x7FFF ? 1 : 2, size);
         }
         int32_t crc;
-        PyObject *fields = fields_of_utf8(pp, plen);
+        fields = fields_of_utf8(pp, plen);
         if (fields == NULL || body_crc(body, &crc) < 0) {
-            Py_XDECREF(fields);
-            Py_DECREF(props);
-            goto fail;
+            goto item_fail;
         }
-        PyObject *record = Py_BuildValue("(OONi)", flag, body, props, (int)crc);
-        PyObject *facts = record != NULL ? Py_BuildValue("(LOOO)", (long long)size,
-                                                         PyTuple_GET_ITEM(fields, 0),
-                                                         PyTuple_GET_ITEM(fields, 1),
-                                                         PyTuple_GET_ITEM(fields, 2))
-                                         : NULL;
+        record = Py_BuildValue("(OONi)", flag, body, props, (int)crc);
+        props = NULL; /* the record took it, or Py_BuildValue released it */
+        if (record == NULL) {
+            goto item_fail;
+        }
+        facts = Py_BuildValue("(LOOO)", (long long)size, PyTuple_GET_ITEM(fields, 0),
+                              PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2));
+        if (facts == NULL || PyList_Append(records, record) < 0 ||
+            PyList_Append(index, facts) < 0) {
+            goto item_fail;
+        }
+        Py_DECREF(facts);
+        Py_DECREF(record);
         Py_DECREF(fields);
-        if (record == NULL || facts == NULL) {
-            Py_XDECREF(record);
+        Py_DECREF(item);
+        if (__builtin_add_overflow(total, size, &total)) {
+            overflowed();
             goto fail;
         }
-        PyList_SET_ITEM(records, i, record);
-        PyList_SET_ITEM(index, i, facts);
-        total += size;
+        continue;
+    item_fail:
+        Py_XDECREF(facts);
+        Py_XDECREF(record);
+        Py_XDECREF(fields);
+        Py_XDECREF(props);
+        Py_DECREF(item);
+        goto fail;
     }
     return Py_BuildValue("(LNN)", (long long)total, records, index);
 fail:
-    Py_DECREF(records);
-    Py_DECREF(index);
+    Py_XDECREF(records);
+    Py_XDECREF(index);
     return NULL;
 }
 

@@ -292,6 +292,28 @@ def test_prepare_batch_refuses_long_properties_first() -> None:
     assert prepare_batch_python(items, "", 10**6, 10, 10) == (1, 40011)
 
 
+def test_prepare_batch_of_no_items_leaves_the_batch_properties_unencoded() -> None:
+    args: tuple[Any, ...] = ([], "A\x01\ud800", 100, 10, 100)
+    assert outcome(native.prepare_batch, *args) == outcome(prepare_batch_python, *args)
+
+
+@pytest.mark.parametrize("clear_at", [1, 2])
+def test_prepare_batch_sees_the_items_as_a_length_call_leaves_them(clear_at: int) -> None:
+    def run(fn: Any) -> Any:
+        items: list[Any] = []
+        calls: list[int] = []
+
+        def hook() -> None:
+            calls.append(1)
+            if len(calls) == clear_at:
+                items.clear()
+
+        items += [(0, Meddler(3, hook), "a"), (0, b"x", "b")]
+        return outcome(fn, items, "", 1000, 10, 1000)
+
+    assert run(native.prepare_batch) == run(prepare_batch_python)
+
+
 @settings(max_examples=300, deadline=None)
 @given(batch_items(), property_strings(), ANY_HOSTS, ANY_HOSTS, st.integers(0, 30), I64, I64)
 def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
