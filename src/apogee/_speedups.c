@@ -99,6 +99,38 @@ static int add_i64(int64_t base, int64_t delta, int64_t *out)
     return 0;
 }
 
+/* flag & 0xC of a sys flag of any size, as Python's `&` gives it: an int is
+ * read by its low bits (two's complement, so no overflow and no Python
+ * code runs); anything else goes through its own __and__. */
+static int tx_bits(PyObject *flag, long *out)
+{
+    PyObject *bits = NULL;
+    if (!PyLong_Check(flag)) {
+        PyObject *mask = PyLong_FromLong(0xC);
+        if (mask == NULL) {
+            return -1;
+        }
+        bits = PyNumber_And(flag, mask);
+        Py_DECREF(mask);
+        if (bits == NULL) {
+            return -1;
+        }
+        if (!PyLong_Check(bits)) {
+            Py_DECREF(bits);
+            PyErr_SetString(PyExc_TypeError, "a sys flag & 0xC must give an int");
+            return -1;
+        }
+        flag = bits;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(flag);
+    Py_XDECREF(bits);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (long)(v & 0xCu);
+    return 0;
+}
+
 /* Whether `extent` bytes from `pos` lie inside a buffer of `len` bytes,
  * without computing pos + extent (which may overflow). */
 static inline int fits(int64_t pos, int64_t extent, Py_ssize_t len)
@@ -921,11 +953,49 @@ done:
 
 #define CQ_UNIT 20
 
+/* Whether entry field `value` * CQ_UNIT is `expect` (the segment's next
+ * unit), as Python's unbounded ints compare them: 1, 0 or -1 on error. */
+static int is_next_unit(PyObject *value, int64_t seg_start, int64_t wrote)
+{
+    int overflow = 0;
+    long long logical = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (logical == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    int64_t expect, at;
+    if (overflow || __builtin_add_overflow(seg_start, wrote, &expect) ||
+        __builtin_mul_overflow((int64_t)logical, (int64_t)CQ_UNIT, &at)) {
+        /* logical * 20 past int64 never equals seg_start + wrote, which
+         * the kernel only takes in int64 and wrote keeps within the view */
+        return 0;
+    }
+    return at == expect;
+}
+
+/* `a != b` as Python evaluates it (no identity shortcut but for exact str
+ * and int, whose == is reflexive): 1, 0 or -1 on error. */
+static int not_equal(PyObject *a, PyObject *b)
+{
+    if (a == b && (PyUnicode_CheckExact(a) || PyLong_CheckExact(a))) {
+        return 0;
+    }
+    PyObject *ne = PyObject_RichCompare(a, b, Py_NE);
+    if (ne == NULL) {
+        return -1;
+    }
+    int rc = PyObject_IsTrue(ne);
+    Py_DECREF(ne);
+    return rc;
+}
+
 /* Write the consume-queue units of entries[i:j] into one segment
  * (consume_queue.write_units_python): from entries[i] on, while an entry is
  * of (topic, queue_id), of a queued transaction type (not PREPARED or
  * ROLLBACK), its logical offset is the segment's next unit and there is
- * room. Returns how many were written. */
+ * room. Returns how many were written. The fields are read in the twin's
+ * order (an entry that ends the run is never packed); entries[i] is indexed
+ * as a list is (negative from the end), afresh each time, since comparing a
+ * field may run Python code that changes the list. */
 static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
@@ -952,36 +1022,53 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
     int64_t count = 0;
     int failed = 0;
     for (; i < j && wrote < seg_size; i++) {
-        PyObject *entry = PyList_GET_ITEM(entries, i);
+        Py_ssize_t len = PyList_GET_SIZE(entries);
+        int64_t at = i < 0 ? i + len : i;
+        if (at < 0 || at >= len) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            failed = 1;
+            break;
+        }
+        PyObject *entry = Py_NewRef(PyList_GET_ITEM(entries, at));
+        int stop = 0;
+        long bits;
+        int64_t phys, size, code;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 11) {
             PyErr_SetString(PyExc_TypeError, "a dispatch entry is an 11-tuple");
-            failed = 1;
+            goto entry_fail;
+        }
+        if (tx_bits(PyTuple_GET_ITEM(entry, 9), &bits) < 0) {
+            goto entry_fail;
+        }
+        if (bits == 0x4 || bits == 0xC) {
+            stop = 1;
+        }
+        else {
+            int next = is_next_unit(PyTuple_GET_ITEM(entry, 6), seg_start, wrote);
+            if (next < 0) {
+                goto entry_fail;
+            }
+            stop = !next;
+        }
+        if (!stop) {
+            stop = not_equal(PyTuple_GET_ITEM(entry, 1), queue_id);
+            if (stop == 0) {
+                stop = not_equal(PyTuple_GET_ITEM(entry, 0), topic);
+            }
+            if (stop < 0) {
+                goto entry_fail;
+            }
+        }
+        if (stop) {
+            Py_DECREF(entry);
             break;
         }
-        int64_t phys, size, code, logical, sys_flag;
         if (as_i64(PyTuple_GET_ITEM(entry, 2), &phys) || as_i64(PyTuple_GET_ITEM(entry, 3), &size) ||
-            as_i64(PyTuple_GET_ITEM(entry, 4), &code) ||
-            as_i64(PyTuple_GET_ITEM(entry, 6), &logical) ||
-            as_i64(PyTuple_GET_ITEM(entry, 9), &sys_flag)) {
-            failed = 1;
-            break;
+            as_i64(PyTuple_GET_ITEM(entry, 4), &code)) {
+            goto entry_fail;
         }
-        if ((sys_flag & 0xC) == 0x4 || (sys_flag & 0xC) == 0xC ||
-            logical * CQ_UNIT != seg_start + wrote) {
-            break;
-        }
-        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 1), queue_id, Py_EQ);
-        if (same == 1) {
-            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 0), topic, Py_EQ);
-        }
-        if (same < 0) {
-            failed = 1;
-            break;
-        }
-        if (!same) {
-            break;
-        }
-        if (size < INT32_MIN || size > INT32_MAX || wrote < 0 || wrote + CQ_UNIT > out.len) {
+        Py_DECREF(entry);
+        if (size < INT32_MIN || size > INT32_MAX || !fits(wrote, CQ_UNIT, out.len)) {
             PyErr_SetString(struct_error, "a unit does not fit");
             failed = 1;
             break;
@@ -992,6 +1079,11 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
         put64(u + 12, (uint64_t)code);
         wrote += CQ_UNIT;
         count++;
+        continue;
+    entry_fail:
+        Py_DECREF(entry);
+        failed = 1;
+        break;
     }
     PyBuffer_Release(&out);
     if (failed) {

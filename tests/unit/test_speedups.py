@@ -403,6 +403,41 @@ def test_write_units(run: tuple[list[DispatchEntry], int, int, int], i: int, j: 
         assert a == b
 
 
+UNIT = ("T", 3, 0, 100, 0, 0, 0, None, None, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "i"),
+    [
+        (UNIT, -2),  # a negative start counts from the end, as list indexing does
+        (UNIT, -3),  # ... and past the start is an IndexError
+        (("T", 3, 0, 100, 0, 0, 2**62, None, None, 0, 0), 0),  # 2**62 * 20 is 0 in int64
+        (("T", 3, 0, 100, 0, 0, 2**64, None, None, 0, 0), 0),  # logical past int64
+        (("T", 3, 0, 100, 0, 0, 0, None, None, 2**70, 0), 0),  # a flag past int64, queued
+        (("T", 3, 0, 100, 0, 0, 0, None, None, 2**70 | 0x4, 0), 0),  # ... PREPARED
+        (("U", 3, 2**64, 100, 2**64, 0, 0, None, None, 0, 0), 0),  # not packed: other topic
+        (("T", 4, 0, 2**31, 0, 0, 0, None, None, 0xC, 0), 0),  # not packed: ROLLBACK
+    ],
+)
+def test_write_units_edges(entry: Any, i: int) -> None:
+    entries = [entry, ("T", 3, 5, 100, 0, 0, 1, None, None, 0, 0)]
+    a, b = bytearray(60), bytearray(60)
+    args = (0, 0, 60, entries, i, 2, "T", 3)
+    result = outcome(native.write_units, memoryview(a), *args)
+    assert result == outcome(write_units_python, memoryview(b), *args)
+    assert a == b
+
+
+def test_write_units_sees_the_entries_as_a_comparison_leaves_them() -> None:
+    def run(fn: Any) -> Any:
+        entries: list[Any] = []
+        entries += [("T", Meddler(3, entries.clear), *UNIT[2:]), ("T", 3, 5, 1, 0, 0, 1, *UNIT[7:])]
+        buf = bytearray(60)
+        return outcome(fn, memoryview(buf), 0, 0, 60, entries, 0, 2, "T", 3), bytes(buf)
+
+    assert run(native.write_units) == run(write_units_python)
+
+
 # -- index ---------------------------------------------------------------------------
 
 KEY_TEXT = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["a", "b", "a b"])
