@@ -1098,10 +1098,26 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
 #define INDEX_SLOT 4
 #define INDEX_ENTRY 20
 
+/* "topic#" folded, once: only with a key to hash, as the twin hashes the
+ * topic only as part of one (a topic it cannot encode fails then only). */
+typedef struct {
+    PyObject *topic;
+    int ready;
+    uint32_t h;
+} key_prefix;
+
 /* Hash "topic#key" without building it: fold topic, '#', then key. */
-static int key_hash(uint32_t prefix, PyObject *key, int32_t *out)
+static int key_hash(key_prefix *prefix, PyObject *key, int32_t *out)
 {
-    uint32_t h = prefix;
+    if (!prefix->ready) {
+        uint32_t h = 0;
+        if (hash_update(prefix->topic, &h) < 0) {
+            return -1;
+        }
+        prefix->h = 31u * h + '#';
+        prefix->ready = 1;
+    }
+    uint32_t h = prefix->h;
     if (hash_update(key, &h) < 0) {
         return -1;
     }
@@ -1124,11 +1140,7 @@ static int append_hash(PyObject *list, int32_t value)
  * space-separated token of KEYS (index_service.key_hashes). */
 static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *uniq)
 {
-    uint32_t prefix = 0;
-    if (hash_update(topic, &prefix) < 0) {
-        return NULL;
-    }
-    prefix = 31u * prefix + '#';
+    key_prefix prefix = {topic, 0, 0};
     PyObject *hashes = PyList_New(0);
     if (hashes == NULL) {
         return NULL;
@@ -1136,7 +1148,7 @@ static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *un
     int32_t h;
     int has_uniq = uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0;
     if (has_uniq) {
-        if (key_hash(prefix, uniq, &h) < 0 || append_hash(hashes, h) < 0) {
+        if (key_hash(&prefix, uniq, &h) < 0 || append_hash(hashes, h) < 0) {
             goto fail;
         }
     }
@@ -1171,7 +1183,7 @@ static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *un
             if (found) {
                 continue;
             }
-            if (PyList_Append(seen, token) < 0 || key_hash(prefix, token, &h) < 0 ||
+            if (PyList_Append(seen, token) < 0 || key_hash(&prefix, token, &h) < 0 ||
                 append_hash(hashes, h) < 0) {
                 goto fail_tokens;
             }
@@ -1200,7 +1212,10 @@ static int str_or_none(PyObject *obj)
 }
 
 /* (offset, store time, hashes) of every entry that has keys to index and is
- * not a ROLLBACK record, in order (index_service.index_work). */
+ * not a ROLLBACK record, in order (index_service.index_work). A sys flag
+ * that is not an int runs Python code, which may change a list of entries:
+ * each entry is held while in use and the length read afresh, as a for
+ * loop over the list does. */
 static PyObject *index_work(PyObject *module, PyObject *entries)
 {
     PyObject *seq = PySequence_Fast(entries, "index_work() takes a sequence of entries");
@@ -1212,53 +1227,56 @@ static PyObject *index_work(PyObject *module, PyObject *entries)
         Py_DECREF(seq);
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *hashes = NULL;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 11) {
             PyErr_SetString(PyExc_TypeError, "a dispatch entry is an 11-tuple");
-            goto fail;
+            goto entry_fail;
         }
         PyObject *keys = PyTuple_GET_ITEM(entry, 7), *uniq = PyTuple_GET_ITEM(entry, 8);
         if (str_or_none(keys) < 0 || str_or_none(uniq) < 0) {
-            goto fail;
+            goto entry_fail;
         }
         int has_keys = keys != Py_None && PyUnicode_GET_LENGTH(keys) > 0;
         int has_uniq = uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0;
+        long bits;
         if (!has_keys && !has_uniq) {
+            Py_DECREF(entry);
             continue;
         }
-        long sys_flag = PyLong_AsLong(PyTuple_GET_ITEM(entry, 9));
-        if (sys_flag == -1 && PyErr_Occurred()) {
-            goto fail;
+        if (tx_bits(PyTuple_GET_ITEM(entry, 9), &bits) < 0) {
+            goto entry_fail;
         }
-        if ((sys_flag & 0xC) == 0xC) {
+        if (bits == 0xC) {
+            Py_DECREF(entry);
             continue; /* ROLLBACK */
         }
         PyObject *topic = PyTuple_GET_ITEM(entry, 0);
         if (!PyUnicode_Check(topic)) {
             PyErr_SetString(PyExc_TypeError, "the topic must be a str");
-            goto fail;
+            goto entry_fail;
         }
-        PyObject *hashes = record_key_hashes(topic, keys, uniq);
+        hashes = record_key_hashes(topic, keys, uniq);
         if (hashes == NULL) {
-            goto fail;
+            goto entry_fail;
         }
-        if (PyList_GET_SIZE(hashes) == 0) {
-            Py_DECREF(hashes);
-            continue;
+        if (PyList_GET_SIZE(hashes) > 0) {
+            PyObject *item = PyTuple_Pack(3, PyTuple_GET_ITEM(entry, 2),
+                                          PyTuple_GET_ITEM(entry, 5), hashes);
+            int rc = item != NULL ? PyList_Append(work, item) : -1;
+            Py_XDECREF(item);
+            if (rc < 0) {
+                goto entry_fail;
+            }
         }
-        PyObject *item = PyTuple_Pack(3, PyTuple_GET_ITEM(entry, 2), PyTuple_GET_ITEM(entry, 5),
-                                      hashes);
         Py_DECREF(hashes);
-        if (item == NULL) {
-            goto fail;
-        }
-        int rc = PyList_Append(work, item);
-        Py_DECREF(item);
-        if (rc < 0) {
-            goto fail;
-        }
+        Py_DECREF(entry);
+        continue;
+    entry_fail:
+        Py_XDECREF(hashes);
+        Py_DECREF(entry);
+        goto fail;
     }
     Py_DECREF(seq);
     return work;

@@ -464,6 +464,33 @@ def test_index_work(batch: list[DispatchEntry]) -> None:
     assert native.index_work(batch) == index_work_python(batch)
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, 2**70, 0),  # a flag past int64
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, 2**70 | 0xC, 0),  # ... ROLLBACK
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, -4, 0),  # -4 & 0xC is ROLLBACK
+        ("\ud800", 0, 5, 10, 0, 1000, 0, "  ", None, 0, 0),  # no key: the topic is not hashed
+        ("\ud800", 0, 5, 10, 0, 1000, 0, "k", None, 0, 0),  # ... else its hash fails
+    ],
+)
+def test_index_work_edges(entry: Any) -> None:
+    assert outcome(native.index_work, [entry]) == outcome(index_work_python, [entry])
+
+
+def test_index_work_sees_the_entries_as_a_flag_leaves_them() -> None:
+    def run(fn: Any) -> Any:
+        entries: list[Any] = []
+        flag = Meddler(0, entries.clear)
+        entries += [
+            ("T", 0, 5, 10, 0, 1000, 0, "k", None, flag, 0),
+            ("T", 0, 6, 10, 0, 1000, 0, "j", None, 0, 0),
+        ]
+        return outcome(fn, entries)
+
+    assert run(native.index_work) == run(index_work_python)
+
+
 def _fill(path: Path, work: IndexWork, slots: int, entries: int, compiled: bool) -> list[Any]:
     """Put ``work`` into files of ``entries`` keys, rolling as the service does."""
     steps: list[Any] = []
