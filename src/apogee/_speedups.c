@@ -1290,7 +1290,10 @@ fail:
  * from record `rec`, key `key`; a record at or below the file's end offset
  * was indexed already and is skipped (only checked before its first key);
  * stops when the file is full. Returns (rec, key, beginTimestamp,
- * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). */
+ * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount),
+ * key 0 once all the work is in. Converting a field may run Python code
+ * that changes the lists: the record in hand is held, and the lengths read
+ * afresh, as the twin's while loops read them. */
 static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 12) {
@@ -1309,7 +1312,10 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "index_put() takes the work as a list");
         return NULL;
     }
-    if (slot_num <= 0 || index_num <= 0 || rec < 0 || key < 0) {
+    /* the sizes IndexFile allows (so the layout below cannot overflow), and
+     * an entry count that numbers an entry of the file */
+    if (slot_num <= 0 || slot_num > INT32_MAX || index_num <= 0 || index_num > INT32_MAX ||
+        count < 0 || rec < 0 || key < 0) {
         PyErr_SetString(PyExc_ValueError, "bad index_put() arguments");
         return NULL;
     }
@@ -1325,46 +1331,50 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *work = args[9];
-    Py_ssize_t n = PyList_GET_SIZE(work);
     int failed = 0;
-    for (; rec < n; rec++, key = 0) {
-        PyObject *item = PyList_GET_ITEM(work, rec);
+    for (;; rec++, key = 0) {
+        if (rec >= PyList_GET_SIZE(work)) {
+            key = 0;
+            break;
+        }
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(work, rec));
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
             !PyList_Check(PyTuple_GET_ITEM(item, 2))) {
             PyErr_SetString(PyExc_TypeError, "index work items are (offset, time, hashes)");
-            failed = 1;
-            break;
+            goto item_fail;
         }
         int64_t phy, ts;
         if (as_i64(PyTuple_GET_ITEM(item, 0), &phy) || as_i64(PyTuple_GET_ITEM(item, 1), &ts)) {
-            failed = 1;
-            break;
+            goto item_fail;
         }
         PyObject *hashes = PyTuple_GET_ITEM(item, 2);
-        Py_ssize_t nh = PyList_GET_SIZE(hashes);
-        if (key == 0) {
-            if (phy < end_phy || (phy == end_phy && count > 1)) {
-                continue; /* indexed already */
-            }
-            if (nh == 0) {
-                continue;
-            }
+        if (key == 0 && (phy < end_phy || (phy == end_phy && count > 1) ||
+                         PyList_GET_SIZE(hashes) == 0)) {
+            Py_DECREF(item);
+            continue; /* indexed already, or nothing to index */
         }
-        for (; key < nh; key++) {
+        for (; key < PyList_GET_SIZE(hashes); key++) {
             if (count >= index_num) {
-                goto full;
+                Py_DECREF(item);
+                goto out; /* full */
             }
+            PyObject *hash_obj = Py_NewRef(PyList_GET_ITEM(hashes, key));
             int64_t hash;
-            if (as_i64(PyList_GET_ITEM(hashes, key), &hash)) {
-                failed = 1;
-                goto out;
+            int rc = as_i64(hash_obj, &hash);
+            Py_DECREF(hash_obj);
+            if (rc < 0) {
+                goto item_fail;
             }
-            if (hash < 0 || hash > INT32_MAX) {
-                PyErr_SetString(PyExc_ValueError, "an index key hash is a non-negative int32");
-                failed = 1;
-                goto out;
+            if (hash < INT32_MIN || hash > INT32_MAX) {
+                PyErr_SetString(struct_error,
+                                "'i' format requires -2147483648 <= number <= 2147483647");
+                goto item_fail;
             }
-            int64_t slot_pos = INDEX_HEADER + (hash % slot_num) * INDEX_SLOT;
+            int64_t slot = hash % slot_num; /* Python's %: never negative */
+            if (slot < 0) {
+                slot += slot_num;
+            }
+            int64_t slot_pos = INDEX_HEADER + slot * INDEX_SLOT;
             int32_t prev = get32(base + slot_pos);
             if (prev <= 0 || prev >= count) {
                 prev = 0;
@@ -1374,7 +1384,15 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
                 begin_ts = ts;
                 begin_phy = phy;
             }
-            int64_t diff = begin_ts > 0 ? (ts - begin_ts) / 1000 : 0;
+            int64_t diff = 0, elapsed;
+            if (begin_ts > 0) {
+                if (__builtin_sub_overflow(ts, begin_ts, &elapsed)) {
+                    diff = ts > begin_ts ? INT32_MAX : 0;
+                }
+                else {
+                    diff = elapsed / 1000;
+                }
+            }
             if (diff < 0) {
                 diff = 0;
             }
@@ -1402,8 +1420,13 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
             STORE_BARRIER();
             put32(base + slot_pos, (uint32_t)(count - 1));
         }
+        Py_DECREF(item);
+        continue;
+    item_fail:
+        Py_DECREF(item);
+        failed = 1;
+        break;
     }
-full:
 out:
     PyBuffer_Release(&mm);
     if (failed) {

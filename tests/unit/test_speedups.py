@@ -532,6 +532,63 @@ def test_index_put(tmp_path_factory: pytest.TempPathFactory, batch: list[Dispatc
     assert _fill(a, work, slots, keys_per_file, True) == _fill(b, work, slots, keys_per_file, False)
 
 
+def _put_once(root: Path, work: Any, rec: int, key: int, compiled: bool) -> Any:
+    path = root / ("compiled" if compiled else "python") / "00000000000000000"
+    path.parent.mkdir()
+    f = IndexFile.create(path, hash_slot_num=3, index_num=5, end_phy_offset=1)
+    put = IndexFile.put_work if compiled else IndexFile.put_work_python
+    result = outcome(put, f, work, rec, key)
+    state = repr(f)
+    f.close()
+    if result[0] == "raised":  # what was put before a refusal may differ
+        return result
+    return result, state, path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("work", "rec", "key"),
+    [
+        ([(5, 1000, [7, 8])], 1, 1),  # nothing left: (rec, 0), whatever the key
+        ([(5, 1000, [-7, 8, -(2**31)])], 0, 0),  # negative hashes take Python's modulo
+        ([(5, 1000, [7, 2**31])], 0, 0),  # a hash past int32 is a struct.error
+        ([(5, 1000, [-(2**31) - 1])], 0, 0),
+        ([(5, 1000, [7]), (6, -(2**63), [8])], 0, 0),  # a time difference past int64
+    ],
+)
+def test_index_put_edges(tmp_path: Path, work: Any, rec: int, key: int) -> None:
+    compiled = _put_once(tmp_path, work, rec, key, True)
+    assert compiled == _put_once(tmp_path, work, rec, key, False)
+
+
+@pytest.mark.parametrize(
+    ("slots", "entries", "count"),
+    [(4, 4, -1), (4, 4, -(2**40)), (1, 2**62, 1), (2**61, 2, 1), (2**31, 1, 1)],
+)
+def test_index_put_refuses_counts_that_do_not_describe_the_file(
+    slots: int, entries: int, count: int
+) -> None:
+    mm = bytearray(40 + 4 * 4 + 20 * 4)
+    with pytest.raises(ValueError, match="bad index_put"):
+        native.index_put(mm, slots, entries, 0, 0, 0, 0, 0, count, [(5, 1000, [7])], 0, 0)
+    assert mm == bytearray(len(mm))
+
+
+def test_index_put_sees_the_work_as_a_hash_conversion_leaves_it(tmp_path: Path) -> None:
+    def work() -> list[Any]:
+        hashes: list[Any] = []
+        out: list[Any] = [(5, 1000, hashes)]
+
+        def hook() -> None:
+            hashes.clear()
+            out.clear()
+
+        hashes += [Meddler(7, hook), 9]
+        return out
+
+    compiled = _put_once(tmp_path, work(), 0, 0, True)
+    assert compiled == _put_once(tmp_path, work(), 0, 0, False)
+
+
 # -- a whole store ---------------------------------------------------------------------
 
 
