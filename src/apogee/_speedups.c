@@ -88,6 +88,56 @@ static int as_i64(PyObject *obj, int64_t *out)
     return 0;
 }
 
+/* base + delta as a 'q' field: struct.error when past int64, as packing the
+ * Python twin's unbounded sum would raise. */
+static int add_i64(int64_t base, int64_t delta, int64_t *out)
+{
+    if (__builtin_add_overflow(base, delta, out)) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* flag & 0xC of a sys flag of any size, as Python's `&` gives it: an int is
+ * read by its low bits (two's complement, so no overflow and no Python
+ * code runs); anything else goes through its own __and__. */
+static int tx_bits(PyObject *flag, long *out)
+{
+    PyObject *bits = NULL;
+    if (!PyLong_Check(flag)) {
+        PyObject *mask = PyLong_FromLong(0xC);
+        if (mask == NULL) {
+            return -1;
+        }
+        bits = PyNumber_And(flag, mask);
+        Py_DECREF(mask);
+        if (bits == NULL) {
+            return -1;
+        }
+        if (!PyLong_Check(bits)) {
+            Py_DECREF(bits);
+            PyErr_SetString(PyExc_TypeError, "a sys flag & 0xC must give an int");
+            return -1;
+        }
+        flag = bits;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(flag);
+    Py_XDECREF(bits);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (long)(v & 0xCu);
+    return 0;
+}
+
+/* Whether `extent` bytes from `pos` lie inside a buffer of `len` bytes,
+ * without computing pos + extent (which may overflow). */
+static inline int fits(int64_t pos, int64_t extent, Py_ssize_t len)
+{
+    return pos >= 0 && pos <= (int64_t)len && extent <= (int64_t)len - pos;
+}
+
 /* -- Java String.hashCode ----------------------------------------------------- */
 
 /* Fold the UTF-16 code units of `text` into `h` (h = 31 * h + unit).
@@ -302,7 +352,8 @@ static inline int64_t record_size(const record_head *h, Py_ssize_t blen, Py_ssiz
     return 90 + (int64_t)blen + tlen + plen + h->born_len + h->store_len - 16;
 }
 
-/* Bytes from the record start to the end of its properties, as written. */
+/* Bytes from the record start to the end of its properties, as written (and
+ * the TOTALSIZE a batch record gets: encode_batch_records_into counts it so). */
 static inline int64_t record_extent(const record_head *h, Py_ssize_t blen, Py_ssize_t tlen,
                                     Py_ssize_t plen)
 {
@@ -311,11 +362,11 @@ static inline int64_t record_extent(const record_head *h, Py_ssize_t blen, Py_ss
 }
 
 /* Write one v1 record at `out` (the caller checked that it fits): the
- * fields, body, topic field and properties, then TOTALSIZE and MAGICCODE
- * last, so that a writer killed part-way leaves no magic behind. */
-static int64_t write_record(unsigned char *out, const record_head *h, const void *body,
-                            Py_ssize_t blen, const char *topic, Py_ssize_t tlen, const char *props,
-                            Py_ssize_t plen)
+ * fields, body, topic field and properties, then TOTALSIZE (`size`) and
+ * MAGICCODE last, so that a writer killed part-way leaves no magic behind. */
+static void write_record(unsigned char *out, const record_head *h, const void *body,
+                         Py_ssize_t blen, const char *topic, Py_ssize_t tlen, const char *props,
+                         Py_ssize_t plen, int64_t size)
 {
     Py_ssize_t born_field = h->born_len == 20 ? 20 : 8, store_field = h->store_len == 20 ? 20 : 8;
     unsigned char *p = out + 8;
@@ -347,11 +398,9 @@ static int64_t write_record(unsigned char *out, const record_head *h, const void
     p[1] = (unsigned char)plen;
     p += 2;
     memcpy(p, props, (size_t)plen);
-    int64_t size = record_size(h, blen, tlen, plen);
     STORE_BARRIER();
     put32(out, (uint32_t)size);
     put32(out + 4, MAGIC_V1);
-    return size;
 }
 
 static int check_props_len(Py_ssize_t plen)
@@ -442,12 +491,13 @@ static PyObject *encode_record_into(PyObject *module, PyObject *const *args, Py_
     if (check_props_len(plen)) {
         goto done;
     }
-    if (pos < 0 || pos + record_extent(&h, body.len, tlen, plen) > out.len) {
+    if (!fits(pos, record_extent(&h, body.len, tlen, plen), out.len)) {
         PyErr_SetString(PyExc_ValueError, "the record does not fit the buffer");
         goto done;
     }
-    int64_t size = write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
-                                PyBytes_AS_STRING(topic), tlen, PyBytes_AS_STRING(props), plen);
+    int64_t size = record_size(&h, body.len, tlen, plen);
+    write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len, PyBytes_AS_STRING(topic),
+                 tlen, PyBytes_AS_STRING(props), plen, size);
     result = PyLong_FromLongLong(size);
 done:
     if (out.obj != NULL) {
@@ -507,6 +557,11 @@ static PyObject *new_batch_item(PyObject *flag, PyObject *body, PyObject *props)
     PyTuple_SET_ITEM(item, 0, flag);
     PyTuple_SET_ITEM(item, 1, body);
     PyTuple_SET_ITEM(item, 2, props);
+#if PY_VERSION_HEX >= 0x030E00A7
+    /* tuples cache their hash from 3.14 on; -1 is "not computed" (tp_alloc
+     * zero-fills, and a cached 0 would be every item's hash) */
+    ((PyTupleObject *)item)->ob_hash = -1;
+#endif
     return item;
 }
 
@@ -614,10 +669,31 @@ static PyObject *error_pair(int kind, int64_t size)
     return Py_BuildValue("(iL)", kind, (long long)size);
 }
 
+/* items[i] if it is a (flag, body, str) tuple, as a new reference. */
+static PyObject *batch_item_at(PyObject *items, Py_ssize_t i)
+{
+    PyObject *item = PyList_GET_ITEM(items, i);
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(item, 2))) {
+        PyErr_SetString(PyExc_TypeError, "batch items are (flag, body, properties)");
+        return NULL;
+    }
+    return Py_NewRef(item);
+}
+
+static int overflowed(void)
+{
+    PyErr_SetString(PyExc_OverflowError, "batch sizes past int64");
+    return -1;
+}
+
 /* What a batch needs before the lock (commitlog.prepare_batch_python): the
  * batch body limit, then per item its merged properties, size, CRC and
  * index fields. Returns (total, records, index) or (kind, size) for a
- * refusal: 0 batch body over max_body, 1 properties too long, 2 item too big. */
+ * refusal: 0 batch body over max_body, 1 properties too long, 2 item too big.
+ * len(body) and the CRC may run Python code that changes `items`: each item
+ * is held while in use and the list is read as it is at each step, as the
+ * twin's for loops read it. */
 static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -633,50 +709,58 @@ static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize
         }
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(items);
     int64_t total_body = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(item, 2))) {
-            PyErr_SetString(PyExc_TypeError, "batch items are (flag, body, properties)");
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = batch_item_at(items, i);
+        if (item == NULL) {
             return NULL;
         }
         Py_ssize_t blen = PyObject_Length(PyTuple_GET_ITEM(item, 1));
+        Py_ssize_t slen = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 2));
+        Py_DECREF(item);
         if (blen < 0) {
             return NULL;
         }
-        total_body += blen + PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 2)) + 22;
+        if (__builtin_add_overflow(total_body, (int64_t)blen, &total_body) ||
+            __builtin_add_overflow(total_body, (int64_t)slen + 22, &total_body)) {
+            overflowed();
+            return NULL;
+        }
     }
     if (total_body > max_body) {
         return error_pair(0, total_body);
     }
-    Py_ssize_t elen;
-    const char *extra_utf8 = utf8_of(extra, &elen);
-    if (extra_utf8 == NULL) {
-        return NULL;
-    }
-    PyObject *records = PyList_New(n), *index = PyList_New(n);
+    /* the batch's own properties are encoded with the first item's, as the
+     * twin encodes each merged string (none at all for an empty batch) */
+    const char *extra_utf8 = NULL;
+    Py_ssize_t elen = 0;
+    PyObject *records = PyList_New(0), *index = PyList_New(0);
     if (records == NULL || index == NULL) {
-        Py_XDECREF(records);
-        Py_XDECREF(index);
-        return NULL;
+        goto fail;
     }
     int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = batch_item_at(items, i);
+        if (item == NULL) {
+            goto fail;
+        }
         PyObject *flag = PyTuple_GET_ITEM(item, 0), *body = PyTuple_GET_ITEM(item, 1);
+        PyObject *props = NULL, *fields = NULL, *record = NULL, *facts = NULL;
         Py_ssize_t ilen;
         const char *inner = utf8_of(PyTuple_GET_ITEM(item, 2), &ilen);
         if (inner == NULL) {
-            goto fail;
+            goto item_fail;
+        }
+        if (extra_utf8 == NULL && PyUnicode_GET_LENGTH(extra) > 0 &&
+            (extra_utf8 = utf8_of(extra, &elen)) == NULL) {
+            goto item_fail;
         }
         /* merge_batch_properties: a 0x02 between them unless inner ends with one */
         int sep = elen > 0 && ilen > 0 && inner[ilen - 1] != 0x02;
-        Py_ssize_t plen = ilen + sep + (elen > 0 ? elen : 0);
-        PyObject *props = PyBytes_FromStringAndSize(NULL, plen);
+        Py_ssize_t plen = ilen + sep + elen;
+        props = PyBytes_FromStringAndSize(NULL, plen);
         if (props == NULL) {
-            goto fail;
+            goto item_fail;
         }
         char *pp = PyBytes_AS_STRING(props);
         memcpy(pp, inner, (size_t)ilen);
@@ -687,48 +771,68 @@ static PyObject *prepare_batch(PyObject *module, PyObject *const *args, Py_ssize
             memcpy(pp + ilen + sep, extra_utf8, (size_t)elen);
         }
         Py_ssize_t blen = PyObject_Length(body);
-        int64_t size = fixed + blen + plen;
         if (blen < 0) {
-            Py_DECREF(props);
-            goto fail;
+            goto item_fail;
+        }
+        int64_t size;
+        if (__builtin_add_overflow(fixed, (int64_t)blen, &size) ||
+            __builtin_add_overflow(size, (int64_t)plen, &size)) {
+            overflowed();
+            goto item_fail;
         }
         if (size > max_record || plen > 0x7FFF) {
             Py_DECREF(props);
+            Py_DECREF(item);
             Py_DECREF(records);
             Py_DECREF(index);
             return error_pair(plen > 0x7FFF ? 1 : 2, size);
         }
         int32_t crc;
-        PyObject *fields = fields_of_utf8(pp, plen);
+        fields = fields_of_utf8(pp, plen);
         if (fields == NULL || body_crc(body, &crc) < 0) {
-            Py_XDECREF(fields);
-            Py_DECREF(props);
-            goto fail;
+            goto item_fail;
         }
-        PyObject *record = Py_BuildValue("(OONi)", flag, body, props, (int)crc);
-        PyObject *facts = record != NULL ? Py_BuildValue("(LOOO)", (long long)size,
-                                                         PyTuple_GET_ITEM(fields, 0),
-                                                         PyTuple_GET_ITEM(fields, 1),
-                                                         PyTuple_GET_ITEM(fields, 2))
-                                         : NULL;
+        record = Py_BuildValue("(OONi)", flag, body, props, (int)crc);
+        props = NULL; /* the record took it, or Py_BuildValue released it */
+        if (record == NULL) {
+            goto item_fail;
+        }
+        facts = Py_BuildValue("(LOOO)", (long long)size, PyTuple_GET_ITEM(fields, 0),
+                              PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2));
+        if (facts == NULL || PyList_Append(records, record) < 0 ||
+            PyList_Append(index, facts) < 0) {
+            goto item_fail;
+        }
+        Py_DECREF(facts);
+        Py_DECREF(record);
         Py_DECREF(fields);
-        if (record == NULL || facts == NULL) {
-            Py_XDECREF(record);
+        Py_DECREF(item);
+        if (__builtin_add_overflow(total, size, &total)) {
+            overflowed();
             goto fail;
         }
-        PyList_SET_ITEM(records, i, record);
-        PyList_SET_ITEM(index, i, facts);
-        total += size;
+        continue;
+    item_fail:
+        Py_XDECREF(facts);
+        Py_XDECREF(record);
+        Py_XDECREF(fields);
+        Py_XDECREF(props);
+        Py_DECREF(item);
+        goto fail;
     }
     return Py_BuildValue("(LNN)", (long long)total, records, index);
 fail:
-    Py_DECREF(records);
-    Py_DECREF(index);
+    Py_XDECREF(records);
+    Py_XDECREF(index);
     return NULL;
 }
 
 /* Write a prepared batch from buf[pos] (commitlog.write_batch_python) and
- * build its hand-off entries. Returns (offsets, entries). */
+ * build its hand-off entries. Returns (offsets, entries). Converting a flag
+ * or CRC, or taking a body's buffer, may run Python code that changes the
+ * lists: records and facts are held while in use and the lists read as they
+ * are at each step (the twin loops over the records, then zips them with the
+ * index, strictly). */
 static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 15) {
@@ -745,68 +849,94 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *tfield = args[11], *records = args[12], *index = args[13], *topic = args[14];
-    if (!PyBytes_Check(tfield) || !PyList_Check(records) || !PyList_Check(index) ||
-        PyList_GET_SIZE(records) != PyList_GET_SIZE(index)) {
+    if (!PyBytes_Check(tfield) || !PyList_Check(records) || !PyList_Check(index)) {
         PyErr_SetString(PyExc_TypeError, "encode_batch(): bad topic field, records or index");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(records), tlen = PyBytes_GET_SIZE(tfield);
+    if (PyList_GET_SIZE(records) != PyList_GET_SIZE(index)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch(): records and index differ in length");
+        return NULL;
+    }
+    Py_ssize_t tlen = PyBytes_GET_SIZE(tfield);
     Py_buffer out;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
-    PyObject *offsets = PyList_New(n), *entries = PyList_New(n);
+    PyObject *offsets = PyList_New(0), *entries = PyList_New(0);
     PyObject *store_ts = PyLong_FromLongLong(h.store_ts), *sys_flag = PyLong_FromLong(h.sys_flag);
     PyObject *zero = PyLong_FromLong(0);
     PyObject *result = NULL;
     if (offsets == NULL || entries == NULL || store_ts == NULL || sys_flag == NULL || zero == NULL) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *record = PyList_GET_ITEM(records, i), *facts = PyList_GET_ITEM(index, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        if (i >= PyList_GET_SIZE(index)) {
+            break; /* refused below */
+        }
+        PyObject *record = Py_NewRef(PyList_GET_ITEM(records, i));
+        PyObject *facts = Py_NewRef(PyList_GET_ITEM(index, i));
+        PyObject *phys = NULL, *entry = NULL;
+        Py_buffer body;
+        body.obj = NULL;
         if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 4 || !PyTuple_Check(facts) ||
             PyTuple_GET_SIZE(facts) != 4 || !PyBytes_Check(PyTuple_GET_ITEM(record, 2))) {
             PyErr_SetString(PyExc_TypeError, "batch records are (flag, body, props, crc)");
-            goto done;
+            goto record_fail;
         }
         if (as_i32(PyTuple_GET_ITEM(record, 0), &h.flag) ||
             as_i32(PyTuple_GET_ITEM(record, 3), &h.crc)) {
-            goto done;
+            goto record_fail;
         }
         PyObject *props = PyTuple_GET_ITEM(record, 2);
         Py_ssize_t plen = PyBytes_GET_SIZE(props);
         if (check_props_len(plen)) {
-            goto done;
+            goto record_fail;
         }
-        Py_buffer body;
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &body, PyBUF_SIMPLE) < 0) {
-            goto done;
+            body.obj = NULL;
+            goto record_fail;
         }
-        if (pos < 0 || pos + record_extent(&h, body.len, tlen, plen) > out.len) {
-            PyBuffer_Release(&body);
+        int64_t extent = record_extent(&h, body.len, tlen, plen);
+        if (!fits(pos, extent, out.len)) {
             PyErr_SetString(PyExc_ValueError, "the batch does not fit the buffer");
-            goto done;
+            goto record_fail;
         }
-        h.phys = base + pos;
-        h.qoff = first + i;
-        int64_t size = write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
-                                    PyBytes_AS_STRING(tfield), tlen, PyBytes_AS_STRING(props),
-                                    plen);
+        if (add_i64(base, pos, &h.phys) || add_i64(first, i, &h.qoff)) {
+            goto record_fail;
+        }
+        write_record((unsigned char *)out.buf + pos, &h, body.buf, body.len,
+                     PyBytes_AS_STRING(tfield), tlen, PyBytes_AS_STRING(props), plen, extent);
         PyBuffer_Release(&body);
-        PyObject *phys = PyLong_FromLongLong(h.phys);
-        if (phys == NULL) {
-            goto done;
+        phys = PyLong_FromLongLong(h.phys);
+        if (phys == NULL || PyList_Append(offsets, phys) < 0) {
+            goto record_fail;
         }
-        PyList_SET_ITEM(offsets, i, phys);
-        PyObject *entry = Py_BuildValue(
-            "(OOOOOOLOOOO)", topic, args[3], phys, PyTuple_GET_ITEM(facts, 0),
-            PyTuple_GET_ITEM(facts, 1), store_ts, (long long)h.qoff, PyTuple_GET_ITEM(facts, 2),
-            PyTuple_GET_ITEM(facts, 3), sys_flag, zero);
-        if (entry == NULL) {
-            goto done;
+        entry = Py_BuildValue("(OOOOOOLOOOO)", topic, args[3], phys, PyTuple_GET_ITEM(facts, 0),
+                              PyTuple_GET_ITEM(facts, 1), store_ts, (long long)h.qoff,
+                              PyTuple_GET_ITEM(facts, 2), PyTuple_GET_ITEM(facts, 3), sys_flag,
+                              zero);
+        if (entry == NULL || PyList_Append(entries, entry) < 0) {
+            goto record_fail;
         }
-        PyList_SET_ITEM(entries, i, entry);
-        pos += size;
+        Py_DECREF(entry);
+        Py_DECREF(phys);
+        Py_DECREF(facts);
+        Py_DECREF(record);
+        pos += extent;
+        continue;
+    record_fail:
+        if (body.obj != NULL) {
+            PyBuffer_Release(&body);
+        }
+        Py_XDECREF(entry);
+        Py_XDECREF(phys);
+        Py_DECREF(facts);
+        Py_DECREF(record);
+        goto done;
+    }
+    if (PyList_GET_SIZE(offsets) != PyList_GET_SIZE(index)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch(): records and index differ in length");
+        goto done;
     }
     result = PyTuple_Pack(2, offsets, entries);
 done:
@@ -823,11 +953,49 @@ done:
 
 #define CQ_UNIT 20
 
+/* Whether entry field `value` * CQ_UNIT is `expect` (the segment's next
+ * unit), as Python's unbounded ints compare them: 1, 0 or -1 on error. */
+static int is_next_unit(PyObject *value, int64_t seg_start, int64_t wrote)
+{
+    int overflow = 0;
+    long long logical = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (logical == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    int64_t expect, at;
+    if (overflow || __builtin_add_overflow(seg_start, wrote, &expect) ||
+        __builtin_mul_overflow((int64_t)logical, (int64_t)CQ_UNIT, &at)) {
+        /* logical * 20 past int64 never equals seg_start + wrote, which
+         * the kernel only takes in int64 and wrote keeps within the view */
+        return 0;
+    }
+    return at == expect;
+}
+
+/* `a != b` as Python evaluates it (no identity shortcut but for exact str
+ * and int, whose == is reflexive): 1, 0 or -1 on error. */
+static int not_equal(PyObject *a, PyObject *b)
+{
+    if (a == b && (PyUnicode_CheckExact(a) || PyLong_CheckExact(a))) {
+        return 0;
+    }
+    PyObject *ne = PyObject_RichCompare(a, b, Py_NE);
+    if (ne == NULL) {
+        return -1;
+    }
+    int rc = PyObject_IsTrue(ne);
+    Py_DECREF(ne);
+    return rc;
+}
+
 /* Write the consume-queue units of entries[i:j] into one segment
  * (consume_queue.write_units_python): from entries[i] on, while an entry is
  * of (topic, queue_id), of a queued transaction type (not PREPARED or
  * ROLLBACK), its logical offset is the segment's next unit and there is
- * room. Returns how many were written. */
+ * room. Returns how many were written. The fields are read in the twin's
+ * order (an entry that ends the run is never packed); entries[i] is indexed
+ * as a list is (negative from the end), afresh each time, since comparing a
+ * field may run Python code that changes the list. */
 static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
@@ -854,36 +1022,53 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
     int64_t count = 0;
     int failed = 0;
     for (; i < j && wrote < seg_size; i++) {
-        PyObject *entry = PyList_GET_ITEM(entries, i);
+        Py_ssize_t len = PyList_GET_SIZE(entries);
+        int64_t at = i < 0 ? i + len : i;
+        if (at < 0 || at >= len) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            failed = 1;
+            break;
+        }
+        PyObject *entry = Py_NewRef(PyList_GET_ITEM(entries, at));
+        int stop = 0;
+        long bits;
+        int64_t phys, size, code;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 11) {
             PyErr_SetString(PyExc_TypeError, "a dispatch entry is an 11-tuple");
-            failed = 1;
+            goto entry_fail;
+        }
+        if (tx_bits(PyTuple_GET_ITEM(entry, 9), &bits) < 0) {
+            goto entry_fail;
+        }
+        if (bits == 0x4 || bits == 0xC) {
+            stop = 1;
+        }
+        else {
+            int next = is_next_unit(PyTuple_GET_ITEM(entry, 6), seg_start, wrote);
+            if (next < 0) {
+                goto entry_fail;
+            }
+            stop = !next;
+        }
+        if (!stop) {
+            stop = not_equal(PyTuple_GET_ITEM(entry, 1), queue_id);
+            if (stop == 0) {
+                stop = not_equal(PyTuple_GET_ITEM(entry, 0), topic);
+            }
+            if (stop < 0) {
+                goto entry_fail;
+            }
+        }
+        if (stop) {
+            Py_DECREF(entry);
             break;
         }
-        int64_t phys, size, code, logical, sys_flag;
         if (as_i64(PyTuple_GET_ITEM(entry, 2), &phys) || as_i64(PyTuple_GET_ITEM(entry, 3), &size) ||
-            as_i64(PyTuple_GET_ITEM(entry, 4), &code) ||
-            as_i64(PyTuple_GET_ITEM(entry, 6), &logical) ||
-            as_i64(PyTuple_GET_ITEM(entry, 9), &sys_flag)) {
-            failed = 1;
-            break;
+            as_i64(PyTuple_GET_ITEM(entry, 4), &code)) {
+            goto entry_fail;
         }
-        if ((sys_flag & 0xC) == 0x4 || (sys_flag & 0xC) == 0xC ||
-            logical * CQ_UNIT != seg_start + wrote) {
-            break;
-        }
-        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 1), queue_id, Py_EQ);
-        if (same == 1) {
-            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, 0), topic, Py_EQ);
-        }
-        if (same < 0) {
-            failed = 1;
-            break;
-        }
-        if (!same) {
-            break;
-        }
-        if (size < INT32_MIN || size > INT32_MAX || wrote < 0 || wrote + CQ_UNIT > out.len) {
+        Py_DECREF(entry);
+        if (size < INT32_MIN || size > INT32_MAX || !fits(wrote, CQ_UNIT, out.len)) {
             PyErr_SetString(struct_error, "a unit does not fit");
             failed = 1;
             break;
@@ -894,6 +1079,11 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
         put64(u + 12, (uint64_t)code);
         wrote += CQ_UNIT;
         count++;
+        continue;
+    entry_fail:
+        Py_DECREF(entry);
+        failed = 1;
+        break;
     }
     PyBuffer_Release(&out);
     if (failed) {
@@ -908,10 +1098,26 @@ static PyObject *write_units(PyObject *module, PyObject *const *args, Py_ssize_t
 #define INDEX_SLOT 4
 #define INDEX_ENTRY 20
 
+/* "topic#" folded, once: only with a key to hash, as the twin hashes the
+ * topic only as part of one (a topic it cannot encode fails then only). */
+typedef struct {
+    PyObject *topic;
+    int ready;
+    uint32_t h;
+} key_prefix;
+
 /* Hash "topic#key" without building it: fold topic, '#', then key. */
-static int key_hash(uint32_t prefix, PyObject *key, int32_t *out)
+static int key_hash(key_prefix *prefix, PyObject *key, int32_t *out)
 {
-    uint32_t h = prefix;
+    if (!prefix->ready) {
+        uint32_t h = 0;
+        if (hash_update(prefix->topic, &h) < 0) {
+            return -1;
+        }
+        prefix->h = 31u * h + '#';
+        prefix->ready = 1;
+    }
+    uint32_t h = prefix->h;
     if (hash_update(key, &h) < 0) {
         return -1;
     }
@@ -934,11 +1140,7 @@ static int append_hash(PyObject *list, int32_t value)
  * space-separated token of KEYS (index_service.key_hashes). */
 static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *uniq)
 {
-    uint32_t prefix = 0;
-    if (hash_update(topic, &prefix) < 0) {
-        return NULL;
-    }
-    prefix = 31u * prefix + '#';
+    key_prefix prefix = {topic, 0, 0};
     PyObject *hashes = PyList_New(0);
     if (hashes == NULL) {
         return NULL;
@@ -946,7 +1148,7 @@ static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *un
     int32_t h;
     int has_uniq = uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0;
     if (has_uniq) {
-        if (key_hash(prefix, uniq, &h) < 0 || append_hash(hashes, h) < 0) {
+        if (key_hash(&prefix, uniq, &h) < 0 || append_hash(hashes, h) < 0) {
             goto fail;
         }
     }
@@ -981,7 +1183,7 @@ static PyObject *record_key_hashes(PyObject *topic, PyObject *keys, PyObject *un
             if (found) {
                 continue;
             }
-            if (PyList_Append(seen, token) < 0 || key_hash(prefix, token, &h) < 0 ||
+            if (PyList_Append(seen, token) < 0 || key_hash(&prefix, token, &h) < 0 ||
                 append_hash(hashes, h) < 0) {
                 goto fail_tokens;
             }
@@ -1010,7 +1212,10 @@ static int str_or_none(PyObject *obj)
 }
 
 /* (offset, store time, hashes) of every entry that has keys to index and is
- * not a ROLLBACK record, in order (index_service.index_work). */
+ * not a ROLLBACK record, in order (index_service.index_work). A sys flag
+ * that is not an int runs Python code, which may change a list of entries:
+ * each entry is held while in use and the length read afresh, as a for
+ * loop over the list does. */
 static PyObject *index_work(PyObject *module, PyObject *entries)
 {
     PyObject *seq = PySequence_Fast(entries, "index_work() takes a sequence of entries");
@@ -1022,53 +1227,56 @@ static PyObject *index_work(PyObject *module, PyObject *entries)
         Py_DECREF(seq);
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *hashes = NULL;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 11) {
             PyErr_SetString(PyExc_TypeError, "a dispatch entry is an 11-tuple");
-            goto fail;
+            goto entry_fail;
         }
         PyObject *keys = PyTuple_GET_ITEM(entry, 7), *uniq = PyTuple_GET_ITEM(entry, 8);
         if (str_or_none(keys) < 0 || str_or_none(uniq) < 0) {
-            goto fail;
+            goto entry_fail;
         }
         int has_keys = keys != Py_None && PyUnicode_GET_LENGTH(keys) > 0;
         int has_uniq = uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0;
+        long bits;
         if (!has_keys && !has_uniq) {
+            Py_DECREF(entry);
             continue;
         }
-        long sys_flag = PyLong_AsLong(PyTuple_GET_ITEM(entry, 9));
-        if (sys_flag == -1 && PyErr_Occurred()) {
-            goto fail;
+        if (tx_bits(PyTuple_GET_ITEM(entry, 9), &bits) < 0) {
+            goto entry_fail;
         }
-        if ((sys_flag & 0xC) == 0xC) {
+        if (bits == 0xC) {
+            Py_DECREF(entry);
             continue; /* ROLLBACK */
         }
         PyObject *topic = PyTuple_GET_ITEM(entry, 0);
         if (!PyUnicode_Check(topic)) {
             PyErr_SetString(PyExc_TypeError, "the topic must be a str");
-            goto fail;
+            goto entry_fail;
         }
-        PyObject *hashes = record_key_hashes(topic, keys, uniq);
+        hashes = record_key_hashes(topic, keys, uniq);
         if (hashes == NULL) {
-            goto fail;
+            goto entry_fail;
         }
-        if (PyList_GET_SIZE(hashes) == 0) {
-            Py_DECREF(hashes);
-            continue;
+        if (PyList_GET_SIZE(hashes) > 0) {
+            PyObject *item = PyTuple_Pack(3, PyTuple_GET_ITEM(entry, 2),
+                                          PyTuple_GET_ITEM(entry, 5), hashes);
+            int rc = item != NULL ? PyList_Append(work, item) : -1;
+            Py_XDECREF(item);
+            if (rc < 0) {
+                goto entry_fail;
+            }
         }
-        PyObject *item = PyTuple_Pack(3, PyTuple_GET_ITEM(entry, 2), PyTuple_GET_ITEM(entry, 5),
-                                      hashes);
         Py_DECREF(hashes);
-        if (item == NULL) {
-            goto fail;
-        }
-        int rc = PyList_Append(work, item);
-        Py_DECREF(item);
-        if (rc < 0) {
-            goto fail;
-        }
+        Py_DECREF(entry);
+        continue;
+    entry_fail:
+        Py_XDECREF(hashes);
+        Py_DECREF(entry);
+        goto fail;
     }
     Py_DECREF(seq);
     return work;
@@ -1082,7 +1290,10 @@ fail:
  * from record `rec`, key `key`; a record at or below the file's end offset
  * was indexed already and is skipped (only checked before its first key);
  * stops when the file is full. Returns (rec, key, beginTimestamp,
- * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). */
+ * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount),
+ * key 0 once all the work is in. Converting a field may run Python code
+ * that changes the lists: the record in hand is held, and the lengths read
+ * afresh, as the twin's while loops read them. */
 static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 12) {
@@ -1101,7 +1312,10 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "index_put() takes the work as a list");
         return NULL;
     }
-    if (slot_num <= 0 || index_num <= 0 || rec < 0 || key < 0) {
+    /* the sizes IndexFile allows (so the layout below cannot overflow), and
+     * an entry count that numbers an entry of the file */
+    if (slot_num <= 0 || slot_num > INT32_MAX || index_num <= 0 || index_num > INT32_MAX ||
+        count < 0 || rec < 0 || key < 0) {
         PyErr_SetString(PyExc_ValueError, "bad index_put() arguments");
         return NULL;
     }
@@ -1117,46 +1331,50 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *work = args[9];
-    Py_ssize_t n = PyList_GET_SIZE(work);
     int failed = 0;
-    for (; rec < n; rec++, key = 0) {
-        PyObject *item = PyList_GET_ITEM(work, rec);
+    for (;; rec++, key = 0) {
+        if (rec >= PyList_GET_SIZE(work)) {
+            key = 0;
+            break;
+        }
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(work, rec));
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
             !PyList_Check(PyTuple_GET_ITEM(item, 2))) {
             PyErr_SetString(PyExc_TypeError, "index work items are (offset, time, hashes)");
-            failed = 1;
-            break;
+            goto item_fail;
         }
         int64_t phy, ts;
         if (as_i64(PyTuple_GET_ITEM(item, 0), &phy) || as_i64(PyTuple_GET_ITEM(item, 1), &ts)) {
-            failed = 1;
-            break;
+            goto item_fail;
         }
         PyObject *hashes = PyTuple_GET_ITEM(item, 2);
-        Py_ssize_t nh = PyList_GET_SIZE(hashes);
-        if (key == 0) {
-            if (phy < end_phy || (phy == end_phy && count > 1)) {
-                continue; /* indexed already */
-            }
-            if (nh == 0) {
-                continue;
-            }
+        if (key == 0 && (phy < end_phy || (phy == end_phy && count > 1) ||
+                         PyList_GET_SIZE(hashes) == 0)) {
+            Py_DECREF(item);
+            continue; /* indexed already, or nothing to index */
         }
-        for (; key < nh; key++) {
+        for (; key < PyList_GET_SIZE(hashes); key++) {
             if (count >= index_num) {
-                goto full;
+                Py_DECREF(item);
+                goto out; /* full */
             }
+            PyObject *hash_obj = Py_NewRef(PyList_GET_ITEM(hashes, key));
             int64_t hash;
-            if (as_i64(PyList_GET_ITEM(hashes, key), &hash)) {
-                failed = 1;
-                goto out;
+            int rc = as_i64(hash_obj, &hash);
+            Py_DECREF(hash_obj);
+            if (rc < 0) {
+                goto item_fail;
             }
-            if (hash < 0 || hash > INT32_MAX) {
-                PyErr_SetString(PyExc_ValueError, "an index key hash is a non-negative int32");
-                failed = 1;
-                goto out;
+            if (hash < INT32_MIN || hash > INT32_MAX) {
+                PyErr_SetString(struct_error,
+                                "'i' format requires -2147483648 <= number <= 2147483647");
+                goto item_fail;
             }
-            int64_t slot_pos = INDEX_HEADER + (hash % slot_num) * INDEX_SLOT;
+            int64_t slot = hash % slot_num; /* Python's %: never negative */
+            if (slot < 0) {
+                slot += slot_num;
+            }
+            int64_t slot_pos = INDEX_HEADER + slot * INDEX_SLOT;
             int32_t prev = get32(base + slot_pos);
             if (prev <= 0 || prev >= count) {
                 prev = 0;
@@ -1166,7 +1384,15 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
                 begin_ts = ts;
                 begin_phy = phy;
             }
-            int64_t diff = begin_ts > 0 ? (ts - begin_ts) / 1000 : 0;
+            int64_t diff = 0, elapsed;
+            if (begin_ts > 0) {
+                if (__builtin_sub_overflow(ts, begin_ts, &elapsed)) {
+                    diff = ts > begin_ts ? INT32_MAX : 0;
+                }
+                else {
+                    diff = elapsed / 1000;
+                }
+            }
             if (diff < 0) {
                 diff = 0;
             }
@@ -1194,8 +1420,13 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
             STORE_BARRIER();
             put32(base + slot_pos, (uint32_t)(count - 1));
         }
+        Py_DECREF(item);
+        continue;
+    item_fail:
+        Py_DECREF(item);
+        failed = 1;
+        break;
     }
-full:
 out:
     PyBuffer_Release(&mm);
     if (failed) {

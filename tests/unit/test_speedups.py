@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,39 @@ def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
 
 def test_the_extension_is_built() -> None:
     assert speedups is not None, "apogee._speedups did not build (is a C compiler installed?)"
+
+
+class Meddler:
+    """An int whose every use first runs ``hook``, which may change the caller's lists.
+
+    A kernel must hold what it reads across such calls (they run Python code)
+    and see the lists as they are afterwards, as the Python twin does.
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, value: int, hook: Callable[[], None]) -> None:
+        self.value = value
+        self.hook = hook
+
+    def __index__(self) -> int:
+        self.hook()
+        return self.value
+
+    def __len__(self) -> int:
+        return self.__index__()
+
+    def __and__(self, other: int) -> int:
+        return self.__index__() & other
+
+    def __mod__(self, other: int) -> int:
+        return self.__index__() % other
+
+    def __eq__(self, other: object) -> bool:
+        return self.__index__() == other
+
+    def __ne__(self, other: object) -> bool:
+        return self.__index__() != other
 
 
 def test_every_kernel_has_a_site_and_python_kernels_replaces_them_all() -> None:
@@ -111,6 +145,7 @@ def test_message_fields_with_lone_surrogates(text: str) -> None:
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
 HOSTS = st.sampled_from([bytes(range(8)), bytes(range(20)), b"\x7f\0\0\x01\0\0\x2a\x9f"])
+ANY_HOSTS = HOSTS | st.binary(max_size=24)  # struct pads or cuts to the 8 or 20 bytes stored
 
 
 @settings(max_examples=300, deadline=None)
@@ -174,6 +209,15 @@ def test_encode_record_into_refuses_what_struct_refuses(change: dict[str, Any]) 
     assert outcome(native.encode_record_into, a, *values)[1] is struct.error
 
 
+@pytest.mark.parametrize("pos", [-1, 1200, 2**62, 2**63 - 60])
+def test_encode_record_into_refuses_a_position_off_the_buffer(pos: int) -> None:
+    values = [pos, 1, 2, 3, 4, 5, 6, bytes(8), 7, bytes(8), 8, 9, b"body", b"\x01T", b"p"]
+    buf = bytearray(1200)
+    with pytest.raises(ValueError, match="does not fit"):
+        native.encode_record_into(buf, *values)
+    assert buf == bytearray(1200)
+
+
 # -- batches ------------------------------------------------------------------------
 
 
@@ -214,6 +258,8 @@ def test_decode_batch(body: bytes) -> None:
     if isinstance(result, list):  # also from a view of a bytearray
         items = native.decode_batch(memoryview(bytearray(body)))
         assert all(type(item) is BatchItem for item in items)
+        frozen = native.decode_batch(body)  # bodies of bytes: hashable views
+        assert [hash(item) for item in frozen] == [hash(tuple(item)) for item in frozen]
         assert decoded(native.decode_batch, bytearray(body)) == result
 
 
@@ -246,8 +292,30 @@ def test_prepare_batch_refuses_long_properties_first() -> None:
     assert prepare_batch_python(items, "", 10**6, 10, 10) == (1, 40011)
 
 
+def test_prepare_batch_of_no_items_leaves_the_batch_properties_unencoded() -> None:
+    args: tuple[Any, ...] = ([], "A\x01\ud800", 100, 10, 100)
+    assert outcome(native.prepare_batch, *args) == outcome(prepare_batch_python, *args)
+
+
+@pytest.mark.parametrize("clear_at", [1, 2])
+def test_prepare_batch_sees_the_items_as_a_length_call_leaves_them(clear_at: int) -> None:
+    def run(fn: Any) -> Any:
+        items: list[Any] = []
+        calls: list[int] = []
+
+        def hook() -> None:
+            calls.append(1)
+            if len(calls) == clear_at:
+                items.clear()
+
+        items += [(0, Meddler(3, hook), "a"), (0, b"x", "b")]
+        return outcome(fn, items, "", 1000, 10, 1000)
+
+    assert run(native.prepare_batch) == run(prepare_batch_python)
+
+
 @settings(max_examples=300, deadline=None)
-@given(batch_items(), property_strings(), HOSTS, HOSTS, st.integers(0, 30), I64, I64)
+@given(batch_items(), property_strings(), ANY_HOSTS, ANY_HOSTS, st.integers(0, 30), I64, I64)
 def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     items: list[BatchItem], extra: str, born: bytes, store: bytes, pos: int, born_ts: int,
     store_ts: int,
@@ -258,9 +326,48 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     total, records, index = prepared
     args = (pos, 1 << 40, 3, 77, 0x10, born_ts, born, store_ts, store, 2, b"\x02Tq", records,
             index, "Tq")  # fmt: skip
-    a, b = bytearray(pos + total + 8), bytearray(pos + total + 8)
+    room = pos + total + 8 + 16 * len(records)  # odd hosts take more than ``fixed`` counts
+    a, b = bytearray(room), bytearray(room)
     assert native.encode_batch(a, *args) == encode_batch_python(b, *args)
     assert a == b
+
+
+def _two_records() -> tuple[list[Any], list[Any]]:
+    prepared = prepare_batch_python(
+        [BatchItem(0, b"a", ""), BatchItem(1, b"b", "")], "", 999, 93, 999
+    )
+    assert len(prepared) == 3
+    return list(prepared[1]), list(prepared[2])
+
+
+@pytest.mark.parametrize(("base", "first"), [(2**63 - 100, 0), (0, 2**63 - 1)])
+def test_encode_batch_refuses_offsets_past_int64_as_struct_does(base: int, first: int) -> None:
+    records, index = _two_records()
+    args = (50, base, 3, first, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+    a, b = bytearray(400), bytearray(400)
+    assert outcome(native.encode_batch, a, *args) == outcome(encode_batch_python, b, *args)
+    assert outcome(native.encode_batch, a, *args)[1] is struct.error
+
+
+@pytest.mark.parametrize("pos", [-1, 400, 2**62, 2**63 - 60])
+def test_encode_batch_refuses_a_position_off_the_buffer(pos: int) -> None:
+    records, index = _two_records()
+    args = (pos, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+    buf = bytearray(400)
+    with pytest.raises(ValueError, match="does not fit"):
+        native.encode_batch(buf, *args)
+    assert buf == bytearray(400)
+
+
+def test_encode_batch_sees_the_records_as_a_flag_conversion_leaves_them() -> None:
+    def run(fn: Any) -> Any:
+        records, index = _two_records()
+        records[0] = (Meddler(0, records.clear), *records[0][1:])
+        args = (0, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+        buf = bytearray(400)
+        return outcome(fn, buf, *args), bytes(buf)
+
+    assert run(native.encode_batch) == run(encode_batch_python)
 
 
 # -- consume queues -------------------------------------------------------------------
@@ -296,6 +403,41 @@ def test_write_units(run: tuple[list[DispatchEntry], int, int, int], i: int, j: 
         assert a == b
 
 
+UNIT = ("T", 3, 0, 100, 0, 0, 0, None, None, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "i"),
+    [
+        (UNIT, -2),  # a negative start counts from the end, as list indexing does
+        (UNIT, -3),  # ... and past the start is an IndexError
+        (("T", 3, 0, 100, 0, 0, 2**62, None, None, 0, 0), 0),  # 2**62 * 20 is 0 in int64
+        (("T", 3, 0, 100, 0, 0, 2**64, None, None, 0, 0), 0),  # logical past int64
+        (("T", 3, 0, 100, 0, 0, 0, None, None, 2**70, 0), 0),  # a flag past int64, queued
+        (("T", 3, 0, 100, 0, 0, 0, None, None, 2**70 | 0x4, 0), 0),  # ... PREPARED
+        (("U", 3, 2**64, 100, 2**64, 0, 0, None, None, 0, 0), 0),  # not packed: other topic
+        (("T", 4, 0, 2**31, 0, 0, 0, None, None, 0xC, 0), 0),  # not packed: ROLLBACK
+    ],
+)
+def test_write_units_edges(entry: Any, i: int) -> None:
+    entries = [entry, ("T", 3, 5, 100, 0, 0, 1, None, None, 0, 0)]
+    a, b = bytearray(60), bytearray(60)
+    args = (0, 0, 60, entries, i, 2, "T", 3)
+    result = outcome(native.write_units, memoryview(a), *args)
+    assert result == outcome(write_units_python, memoryview(b), *args)
+    assert a == b
+
+
+def test_write_units_sees_the_entries_as_a_comparison_leaves_them() -> None:
+    def run(fn: Any) -> Any:
+        entries: list[Any] = []
+        entries += [("T", Meddler(3, entries.clear), *UNIT[2:]), ("T", 3, 5, 1, 0, 0, 1, *UNIT[7:])]
+        buf = bytearray(60)
+        return outcome(fn, memoryview(buf), 0, 0, 60, entries, 0, 2, "T", 3), bytes(buf)
+
+    assert run(native.write_units) == run(write_units_python)
+
+
 # -- index ---------------------------------------------------------------------------
 
 KEY_TEXT = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["a", "b", "a b"])
@@ -320,6 +462,33 @@ def entries(draw: st.DrawFn) -> list[DispatchEntry]:
 @given(entries())
 def test_index_work(batch: list[DispatchEntry]) -> None:
     assert native.index_work(batch) == index_work_python(batch)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, 2**70, 0),  # a flag past int64
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, 2**70 | 0xC, 0),  # ... ROLLBACK
+        ("T", 0, 5, 10, 0, 1000, 0, "k", None, -4, 0),  # -4 & 0xC is ROLLBACK
+        ("\ud800", 0, 5, 10, 0, 1000, 0, "  ", None, 0, 0),  # no key: the topic is not hashed
+        ("\ud800", 0, 5, 10, 0, 1000, 0, "k", None, 0, 0),  # ... else its hash fails
+    ],
+)
+def test_index_work_edges(entry: Any) -> None:
+    assert outcome(native.index_work, [entry]) == outcome(index_work_python, [entry])
+
+
+def test_index_work_sees_the_entries_as_a_flag_leaves_them() -> None:
+    def run(fn: Any) -> Any:
+        entries: list[Any] = []
+        flag = Meddler(0, entries.clear)
+        entries += [
+            ("T", 0, 5, 10, 0, 1000, 0, "k", None, flag, 0),
+            ("T", 0, 6, 10, 0, 1000, 0, "j", None, 0, 0),
+        ]
+        return outcome(fn, entries)
+
+    assert run(native.index_work) == run(index_work_python)
 
 
 def _fill(path: Path, work: IndexWork, slots: int, entries: int, compiled: bool) -> list[Any]:
@@ -361,6 +530,63 @@ def test_index_put(tmp_path_factory: pytest.TempPathFactory, batch: list[Dispatc
     a = tmp_path_factory.mktemp("compiled")
     b = tmp_path_factory.mktemp("python")
     assert _fill(a, work, slots, keys_per_file, True) == _fill(b, work, slots, keys_per_file, False)
+
+
+def _put_once(root: Path, work: Any, rec: int, key: int, compiled: bool) -> Any:
+    path = root / ("compiled" if compiled else "python") / "00000000000000000"
+    path.parent.mkdir()
+    f = IndexFile.create(path, hash_slot_num=3, index_num=5, end_phy_offset=1)
+    put = IndexFile.put_work if compiled else IndexFile.put_work_python
+    result = outcome(put, f, work, rec, key)
+    state = repr(f)
+    f.close()
+    if result[0] == "raised":  # what was put before a refusal may differ
+        return result
+    return result, state, path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("work", "rec", "key"),
+    [
+        ([(5, 1000, [7, 8])], 1, 1),  # nothing left: (rec, 0), whatever the key
+        ([(5, 1000, [-7, 8, -(2**31)])], 0, 0),  # negative hashes take Python's modulo
+        ([(5, 1000, [7, 2**31])], 0, 0),  # a hash past int32 is a struct.error
+        ([(5, 1000, [-(2**31) - 1])], 0, 0),
+        ([(5, 1000, [7]), (6, -(2**63), [8])], 0, 0),  # a time difference past int64
+    ],
+)
+def test_index_put_edges(tmp_path: Path, work: Any, rec: int, key: int) -> None:
+    compiled = _put_once(tmp_path, work, rec, key, True)
+    assert compiled == _put_once(tmp_path, work, rec, key, False)
+
+
+@pytest.mark.parametrize(
+    ("slots", "entries", "count"),
+    [(4, 4, -1), (4, 4, -(2**40)), (1, 2**62, 1), (2**61, 2, 1), (2**31, 1, 1)],
+)
+def test_index_put_refuses_counts_that_do_not_describe_the_file(
+    slots: int, entries: int, count: int
+) -> None:
+    mm = bytearray(40 + 4 * 4 + 20 * 4)
+    with pytest.raises(ValueError, match="bad index_put"):
+        native.index_put(mm, slots, entries, 0, 0, 0, 0, 0, count, [(5, 1000, [7])], 0, 0)
+    assert mm == bytearray(len(mm))
+
+
+def test_index_put_sees_the_work_as_a_hash_conversion_leaves_it(tmp_path: Path) -> None:
+    def work() -> list[Any]:
+        hashes: list[Any] = []
+        out: list[Any] = [(5, 1000, hashes)]
+
+        def hook() -> None:
+            hashes.clear()
+            out.clear()
+
+        hashes += [Meddler(7, hook), 9]
+        return out
+
+    compiled = _put_once(tmp_path, work(), 0, 0, True)
+    assert compiled == _put_once(tmp_path, work(), 0, 0, False)
 
 
 # -- a whole store ---------------------------------------------------------------------
