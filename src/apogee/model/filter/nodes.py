@@ -166,6 +166,11 @@ def is_null(operand: Node, negated: bool) -> Node:
 def order(op: str, left: Node, right: Node) -> Compare:
     """``>``, ``>=``, ``<``, ``<=``: only numbers, properties and negations compare."""
     for side in (left, right):
+        if isinstance(side, Not):
+            raise CheckError(
+                f"a condition cannot be compared with {op} "
+                f"(NOT binds tighter than {op}: write NOT (x {op} y))"
+            )
         if (isinstance(side, Constant) and side.kind not in NUMERIC) or is_boolean(side):
             raise CheckError(f"{render(side)} cannot be compared with {op}")
     return Compare(op, left, right)

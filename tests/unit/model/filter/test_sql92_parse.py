@@ -66,7 +66,7 @@ INVALID: list[tuple[str, int, str, str]] = [
     ("a >= TRUE", 3, ">=", "cannot be compared"),
     ("NULL < a", 6, "<", "cannot be compared"),
     ("a > (b > 1)", 3, ">", "cannot be compared"),
-    ("NOT a > 1", 7, ">", "cannot be compared"),
+    ("NOT a > 1", 7, ">", "write NOT (x > y)"),
     ("a > 1 > 2", 7, ">", "cannot be compared"),
     ("a BETWEEN 'x' AND 'y'", 3, "BETWEEN", "cannot be compared"),
     ("a BETWEEN NULL AND 5", 3, "BETWEEN", "NULL"),
