@@ -52,6 +52,27 @@ class HeaderFieldError(ProtocolError):
         self.field = field
 
 
+class FilterExpressionError(ApogeeError, ValueError):
+    """A property-filter (SQL92) expression that does not compile.
+
+    ``position`` is the 0-based offset of the offending ``token`` (its source
+    text; "" at the end of the expression), ``line`` and ``column`` 1-based.
+    """
+
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+    def __init__(self, problem: str, *, expression: str, position: int, token: str) -> None:
+        line = expression.count("\n", 0, position) + 1
+        column = position - (expression.rfind("\n", 0, position) + 1) + 1
+        near = f" near {token!r}" if token else " at the end"
+        super().__init__(f"{problem} (line {line}, column {column}{near})")
+        self.problem = problem
+        self.position = position
+        self.line = line
+        self.column = column
+        self.token = token
+
+
 class RemotingError(ApogeeError):
     """Transport-level fault (connection, timeout, overload)."""
 

@@ -90,7 +90,10 @@ class Broker:
         self.permission = BrokerPermission(config.broker_permission)
         self.to_clients = Broker2Client()
         self.clients = ClientRegistry(
-            clock, self.to_clients.notify_consumer_ids_changed, self.groups.notify_enabled
+            clock,
+            self.to_clients.notify_consumer_ids_changed,
+            self.groups.notify_enabled,
+            property_filter=config.enable_property_filter,
         )
         self.table = HandlerTable()
         idle_s = float(config.server_channel_max_idle_time_s)

@@ -16,7 +16,10 @@ hands it to the ``notify`` callback. Rules:
   notifyConsumerIdsChangedEnable allows (``wants_notify``), so that each
   consumer rebalances at once (NOTIFY_CONSUMER_IDS_CHANGED);
 * subscriptions are replaced by each heartbeat's set; tag codes are
-  recomputed from the tag strings, since the C++ client sends garbage codes.
+  recomputed from the tag strings, since the C++ client sends garbage codes;
+* with property filters on, each SQL92 subscription is kept with its
+  compiled filter (RocketMQ's ConsumerFilterData); one that does not compile
+  has none, and is logged when it arrives.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from apogee._util.clock import Clock
+from apogee.errors import FilterExpressionError
 from apogee.model.client import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
-from apogee.model.subscription import EXPRESSION_TAG, SubscriptionData
+from apogee.model.filter import SqlFilter, compile_sql92
+from apogee.model.subscription import EXPRESSION_SQL92, EXPRESSION_TAG, SubscriptionData
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ class ConsumerGroupInfo:
     consume_from_where: ConsumeFromWhere
     channels: dict[Hashable, ClientChannel] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    filters: dict[str, SqlFilter] = field(default_factory=dict)  # topic -> compiled SQL92
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
@@ -71,10 +77,13 @@ class ClientRegistry:
         clock: Clock,
         notify: Notify,
         wants_notify: Callable[[str], bool] = lambda group: True,
+        *,
+        property_filter: bool = False,
     ) -> None:
         self._clock = clock
         self._notify = notify
         self._wants_notify = wants_notify
+        self._property_filter = property_filter
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[Hashable, ClientChannel]] = {}
 
@@ -115,6 +124,8 @@ class ClientRegistry:
         subs = {s.topic: normalize_subscription(s) for s in data.subscriptions}
         resubscribed = _topics_or_expressions_differ(info.subscriptions, subs)
         info.subscriptions = subs
+        if self._property_filter:
+            info.filters = _compile_filters(info.group, subs, log_refusals=resubscribed)
         if joined or resubscribed:
             self._group_changed(info)
         return joined or resubscribed
@@ -184,6 +195,11 @@ class ClientRegistry:
         info = self.consumers.get(group)
         return info.subscriptions.get(topic) if info is not None else None
 
+    def sql_filter(self, group: str, topic: str) -> SqlFilter | None:
+        """The compiled SQL92 subscription of ``group`` to ``topic``, if it has one."""
+        info = self.consumers.get(group)
+        return info.filters.get(topic) if info is not None else None
+
     def producer_channels(self, group: str) -> Iterable[ClientChannel]:
         return list(self.producers.get(group, {}).values())
 
@@ -193,4 +209,22 @@ def _topics_or_expressions_differ(
 ) -> bool:
     if old.keys() != new.keys():
         return True
-    return any(old[t].sub_string != new[t].sub_string for t in new)
+    return any(
+        old[t].sub_string != new[t].sub_string or old[t].expression_type != new[t].expression_type
+        for t in new
+    )
+
+
+def _compile_filters(
+    group: str, subs: dict[str, SubscriptionData], *, log_refusals: bool
+) -> dict[str, SqlFilter]:
+    filters: dict[str, SqlFilter] = {}
+    for topic, sub in subs.items():
+        if sub.expression_type != EXPRESSION_SQL92:
+            continue
+        try:
+            filters[topic] = compile_sql92(sub.sub_string)
+        except FilterExpressionError as error:
+            if log_refusals:
+                log.warning("group %s: SQL92 subscription of %s refused: %s", group, topic, error)
+    return filters

@@ -1,7 +1,7 @@
 """Broker settings: one frozen dataclass with RocketMQ's key names and defaults.
 
 Owns: BrokerConfig (identity, listen address, name servers, topic and group
-auto-creation, long polling, timers) holding the store's StoreConfig, and the
+auto-creation, long polling, property filters, timers) holding the store's StoreConfig, and the
 loader that reads both from one ``broker.conf``. Imports: ``apogee._util.props``,
 ``apogee.store.config``, ``apogee.errors``, stdlib.
 
@@ -78,8 +78,6 @@ IGNORED_KEYS = frozenset(
         # environment
         "rocketmqHome",
         "fetchNamesrvAddrByAddressServer",
-        "enablePropertyFilter",
-        "filterSupportRetry",
     }
 )
 
@@ -128,6 +126,10 @@ class BrokerConfig:
     short_polling_time_ms: int = field(default=1000, metadata={"key": "shortPollingTimeMills"})
     slave_read_enable: bool = False
     default_query_max_num: int = 32
+    # SQL92 subscriptions (MessageSelector.bySql); off, as in RocketMQ
+    enable_property_filter: bool = False
+    # retried messages filtered by the group's SQL92 subscription of their first topic
+    filter_support_retry: bool = False
     # index (MessageStoreConfig keys the store leaves to the broker)
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000

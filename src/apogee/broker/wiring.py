@@ -28,6 +28,7 @@ from apogee.broker.handlers.admin_group import (
 from apogee.broker.handlers.admin_runtime import ConfigUpdater, RuntimeHandlers
 from apogee.broker.handlers.admin_topic import TopicAdminHandlers, TopicAdminSettings
 from apogee.broker.handlers.consumer import (
+    CheckClientConfigHandler,
     ConsumerListHandler,
     HeartbeatHandler,
     QueryConsumerOffsetHandler,
@@ -166,6 +167,7 @@ def build_handlers(
         ),
         heartbeat=HeartbeatHandler(p.clients, p.groups, p.topics),
         unregister_client=UnregisterClientHandler(p.clients),
+        check_client=CheckClientConfigHandler(property_filter=config.enable_property_filter),
         consumer_list=ConsumerListHandler(p.clients),
         query_consumer_offset=QueryConsumerOffsetHandler(p.offsets, store),
         update_consumer_offset=UpdateConsumerOffsetHandler(p.offsets),

@@ -21,6 +21,11 @@ EXPRESSION_TAG = "TAG"
 EXPRESSION_SQL92 = "SQL92"
 
 
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ ExpressionType.isTagType: TAG, or no type at all (older clients, C++)."""
+    return not expression_type or expression_type == EXPRESSION_TAG
+
+
 def parse_tag_expression(expression: str | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Tags and their hash codes of ``"A || B"``; empty tuples for everything."""
     if expression is None or not expression.strip() or expression.strip() == SUB_ALL:

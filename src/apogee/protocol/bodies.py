@@ -3,8 +3,8 @@
 Owns: the wire shapes of TopicRouteData, ClusterInfo, TopicList, KVTable,
 DataVersion, RegisterBrokerBody / TopicConfigSerializeWrapper (plain JSON and
 compressed), SubscriptionGroupConfig and its wrapper, HeartbeatData (Java and
-C++ forms), LockBatch request/response, GetConsumerListByGroupResponseBody and
-MessageQueue-keyed tables.
+C++ forms), CheckClientRequestBody, LockBatch request/response,
+GetConsumerListByGroupResponseBody and MessageQueue-keyed tables.
 Imports: struct, zlib, orjson, ``apogee.errors``, ``apogee.model``,
 ``apogee.protocol.tolerant_json``.
 
@@ -592,6 +592,34 @@ def decode_heartbeat(data: bytes | bytearray | memoryview | str) -> HeartbeatDat
         client_id=_str(obj, "clientID"),
         producers=tuple(ProducerData(_str(p, "groupName")) for p in _list(obj, "producerDataSet")),
         consumers=tuple(consumer_data_from_json(c) for c in _list(obj, "consumerDataSet")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckClientBody:
+    """CHECK_CLIENT_CONFIG (Java CheckClientRequestBody): may the broker filter by this?"""
+
+    client_id: str
+    group: str
+    subscription: SubscriptionData | None
+
+
+def encode_check_client_body(
+    client_id: str, group: str, subscription: SubscriptionData | None
+) -> bytes:
+    obj: dict[str, Any] = {"clientId": client_id, "group": group}
+    if subscription is not None:
+        obj["subscriptionData"] = subscription_to_json(subscription)
+    return _dumps(obj)
+
+
+def decode_check_client_body(data: bytes | bytearray | memoryview | str) -> CheckClientBody:
+    obj = _load_object(data, "CheckClientRequestBody")
+    sub = _get(obj, "subscriptionData", None)
+    return CheckClientBody(
+        client_id=_str(obj, "clientId", ""),
+        group=_str(obj, "group", ""),
+        subscription=None if sub is None else subscription_from_json(sub),
     )
 
 

@@ -8,7 +8,7 @@ from apogee._util.clock import FakeClock
 from apogee.broker.clients import ClientRegistry
 from apogee.model.client import ConsumerData, MessageModel
 from apogee.model.javahash import java_string_hash
-from apogee.model.subscription import SubscriptionData
+from apogee.model.subscription import EXPRESSION_SQL92, SubscriptionData
 
 
 class Notes:
@@ -121,3 +121,41 @@ def test_consumer_settings_are_kept() -> None:
     info = reg.consumer_group("cg")
     assert info is not None
     assert info.message_model is MessageModel.BROADCASTING
+
+
+def sql92(topic: str, expression: str) -> SubscriptionData:
+    return SubscriptionData(topic, expression, expression_type=EXPRESSION_SQL92)
+
+
+def test_sql92_subscriptions_are_kept_with_their_compiled_filter() -> None:
+    reg = ClientRegistry(FakeClock(), Notes(), property_filter=True)
+    subs = (sql92("T", "a > 1"), sql92("U", "a >"), SubscriptionData.build("V", "TagA"))
+    reg.register_consumer("c1", "id-1", consumer("cg", *subs))
+
+    compiled = reg.sql_filter("cg", "T")
+    assert compiled is not None and compiled.expression == "a > 1"
+    assert compiled.matches({"a": "2"}) and not compiled.matches({"a": "0"})
+    assert reg.sql_filter("cg", "U") is None  # does not compile: no filter data
+    assert reg.sql_filter("cg", "V") is None  # TAG
+    assert reg.sql_filter("other", "T") is None
+
+    reg.register_consumer("c1", "id-1", consumer("cg", sql92("T", "a < 1")))
+    changed = reg.sql_filter("cg", "T")
+    assert changed is not None and changed.expression == "a < 1"
+    assert reg.sql_filter("cg", "U") is None
+
+
+def test_without_property_filters_nothing_is_compiled() -> None:
+    reg = ClientRegistry(FakeClock(), Notes())
+    reg.register_consumer("c1", "id-1", consumer("cg", sql92("T", "a > 1")))
+    assert reg.sql_filter("cg", "T") is None
+    sub = reg.subscription("cg", "T")
+    assert sub is not None and sub.sub_string == "a > 1"
+
+
+def test_a_new_expression_type_is_a_changed_subscription() -> None:
+    notes = Notes()
+    reg = ClientRegistry(FakeClock(), notes, property_filter=True)
+    reg.register_consumer("c1", "id-1", consumer("cg", SubscriptionData("T", "a")))
+    assert reg.register_consumer("c1", "id-1", consumer("cg", sql92("T", "a")))
+    assert len(notes.sent) == 2

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from apogee.broker.config import BrokerConfig, broker_config_from_properties, load_broker_config
+from apogee.broker.config import (
+    BrokerConfig,
+    broker_config_from_properties,
+    config_properties,
+    load_broker_config,
+)
 from apogee.errors import ConfigError
 from apogee.store.config import BrokerRole, FlushDiskType
 
@@ -129,3 +134,15 @@ def test_register_period_is_clamped_to_10_to_60_seconds() -> None:
 
 def test_broker_ip_comes_from_the_bind_address_when_specific() -> None:
     assert BrokerConfig(bind_address="127.0.0.1").broker_ip() == "127.0.0.1"
+
+
+def test_property_filter_keys_bind_and_default_off() -> None:
+    default = broker_config_from_properties({"storePathRootDir": "/x"})
+    assert not default.enable_property_filter and not default.filter_support_retry
+    config = broker_config_from_properties(
+        {"storePathRootDir": "/x", "enablePropertyFilter": "true", "filterSupportRetry": "true"}
+    )
+    assert config.enable_property_filter and config.filter_support_retry
+    assert config_properties(config)["enablePropertyFilter"] == "true"
+    with pytest.raises(ConfigError, match="enablePropertyFilter"):
+        broker_config_from_properties({"storePathRootDir": "/x", "enablePropertyFilter": "maybe"})

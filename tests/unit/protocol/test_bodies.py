@@ -302,3 +302,23 @@ def test_lock_batch_bodies() -> None:
     resp = bodies.encode_lock_batch_response(mqs)
     assert set(bodies.decode_lock_batch_response(resp)) == set(mqs)
     assert "lockOKMQSet" in json.loads(resp)
+
+
+def test_java_check_client_body() -> None:
+    raw = (
+        b'{"clientId":"10.0.0.7@4242","group":"cg","subscriptionData":{"classFilterMode":false,'
+        b'"codeSet":[],"expressionType":"SQL92","subString":"a > 1 AND b = \'x\'",'
+        b'"subVersion":1700000000000,"tagsSet":[],"topic":"T1"}}'
+    )
+    body = bodies.decode_check_client_body(raw)
+    assert (body.client_id, body.group) == ("10.0.0.7@4242", "cg")
+    assert body.subscription == SubscriptionData(
+        "T1", "a > 1 AND b = 'x'", sub_version=1700000000000, expression_type="SQL92"
+    )
+    again = bodies.decode_check_client_body(
+        bodies.encode_check_client_body(body.client_id, body.group, body.subscription)
+    )
+    assert again == body
+    assert bodies.decode_check_client_body(b'{"clientId":"c","group":"g"}').subscription is None
+    with pytest.raises(ProtocolError):
+        bodies.decode_check_client_body(b'{"subscriptionData":[1]}')

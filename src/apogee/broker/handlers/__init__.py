@@ -18,6 +18,7 @@ from apogee.broker.handlers.admin_group import ClientViewHandlers, GroupAdminHan
 from apogee.broker.handlers.admin_runtime import RuntimeHandlers
 from apogee.broker.handlers.admin_topic import TopicAdminHandlers
 from apogee.broker.handlers.consumer import (
+    CheckClientConfigHandler,
     ConsumerListHandler,
     HeartbeatHandler,
     QueryConsumerOffsetHandler,
@@ -44,6 +45,7 @@ class BrokerHandlers:
     pull: PullHandler
     heartbeat: HeartbeatHandler
     unregister_client: UnregisterClientHandler
+    check_client: CheckClientConfigHandler
     consumer_list: ConsumerListHandler
     query_consumer_offset: QueryConsumerOffsetHandler
     update_consumer_offset: UpdateConsumerOffsetHandler
@@ -65,6 +67,7 @@ class BrokerHandlers:
         table.register(code.PULL_MESSAGE, self.pull.handle)
         table.register(code.HEART_BEAT, self.heartbeat.handle)
         table.register(code.UNREGISTER_CLIENT, self.unregister_client.handle)
+        table.register(code.CHECK_CLIENT_CONFIG, self.check_client.handle)
         table.register(code.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list.handle)
         table.register(code.QUERY_CONSUMER_OFFSET, self.query_consumer_offset.handle)
         table.register(code.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset.handle)

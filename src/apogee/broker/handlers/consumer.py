@@ -1,5 +1,6 @@
 """Client management and consumer offsets: HEART_BEAT, UNREGISTER_CLIENT,
-GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET.
+CHECK_CLIENT_CONFIG, GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET,
+UPDATE_CONSUMER_OFFSET.
 
 Owns: RocketMQ ClientManageProcessor's and ConsumerManageProcessor's rules.
 Imports: ``apogee.broker``, ``apogee.protocol``, ``apogee.remoting``,
@@ -10,6 +11,10 @@ Imports: ``apogee.broker``, ``apogee.protocol``, ``apogee.remoting``,
   on the same connection), creates each consumer group's config if allowed
   and its ``%RETRY%<group>`` topic (retryQueueNums queues, RW); creating a
   topic registers the broker with the name servers at once.
+* CHECK_CLIENT_CONFIG (a Java push consumer asks before it starts, for each
+  subscription that is not TAG): SUCCESS when the broker can filter by it,
+  else SYSTEM_ERROR (property filters off) or SUBSCRIPTION_PARSE_FAILED
+  naming the problem.
 * QUERY_CONSUMER_OFFSET without a committed offset answers 0 when the queue
   still starts at 0 and its first message is in memory (so a new group
   reads a young queue from the start), else QUERY_NOT_FOUND.
@@ -20,11 +25,17 @@ from __future__ import annotations
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.property_filter import FilterRefusedError, compile_subscription
 from apogee.broker.topics import TopicConfigManager
 from apogee.codes import ResponseCode
 from apogee.model.route import PERM_RW
+from apogee.model.subscription import is_tag_type
 from apogee.model.topic import retry_topic
-from apogee.protocol.bodies import decode_heartbeat, encode_consumer_id_list
+from apogee.protocol.bodies import (
+    decode_check_client_body,
+    decode_heartbeat,
+    encode_consumer_id_list,
+)
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
@@ -85,6 +96,21 @@ class UnregisterClientHandler:
             self._clients.unregister_producer(header.producer_group, ctx.connection)
         if header.consumer_group:
             self._clients.unregister_consumer(header.consumer_group, ctx.connection)
+        return request.make_response()
+
+
+class CheckClientConfigHandler:
+    def __init__(self, *, property_filter: bool) -> None:
+        self._property_filter = property_filter
+
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        sub = decode_check_client_body(request.body_bytes()).subscription
+        if sub is None or is_tag_type(sub.expression_type):
+            return request.make_response()
+        try:
+            compile_subscription(sub.expression_type, sub.sub_string, enabled=self._property_filter)
+        except FilterRefusedError as refused:
+            return request.make_response(refused.code, refused.remark)
         return request.make_response()
 
 

@@ -6,12 +6,16 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
 
 * Checks, in order: broker readable (16), group config (26; consumeEnable
   16), topic exists (17) and readable (16), queue id in range (1), then the
-  subscription: from the request when the SUBSCRIPTION bit is set (TAG
-  expressions only; 23 when unparsable), else the one the group registered
-  by heartbeat (24 if none; 25 if older than the request's subVersion).
-* Filter: the consume-queue tag code first (in the store), then the exact
-  tag string of each found record, so a hash collision never reaches the
-  client; all filtered out = PULL_RETRY_IMMEDIATELY.
+  subscription: from the request when the SUBSCRIPTION bit is set (23 when
+  it does not compile), else the one the group registered by heartbeat (24
+  if none; 25 if older than the request's subVersion; 27 if it is SQL92
+  and did not compile). A SQL92 subscription on a broker without
+  enablePropertyFilter is SYSTEM_ERROR (see ``broker/property_filter.py``).
+* Filter: for TAG, the consume-queue tag code first (in the store), then the
+  exact tag string of each found record, so a hash collision never reaches
+  the client; for SQL92, the properties of each found record; with
+  filterSupportRetry, retried records by the group's SQL92 subscription of
+  their first topic. All filtered out = PULL_RETRY_IMMEDIATELY, past them.
 * Status -> code: FOUND 0 (body = the stored records as memoryviews, written
   with scatter-gather); NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING 20;
   OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL 19; OFFSET_OVERFLOW_BADLY /
@@ -40,14 +44,25 @@ from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offset_moved import OffsetMovedEvent
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
+from apogee.broker.property_filter import (
+    FILTER_DATA_NOT_EXIST_REMARK,
+    FilterRefusedError,
+    RecordTest,
+    compile_subscription,
+    not_supported_remark,
+    retry_test,
+    sql_test,
+)
 from apogee.broker.records import record_properties
 from apogee.broker.topics import TopicConfigManager
 from apogee.codes import ResponseCode
 from apogee.model.client import MessageModel
+from apogee.model.filter import SqlFilter
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import PROPERTY_TAGS, property_value
 from apogee.model.route import MASTER_ID, readable
-from apogee.model.subscription import EXPRESSION_TAG, SubscriptionData
+from apogee.model.subscription import EXPRESSION_SQL92, SubscriptionData, is_tag_type
+from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import PullMessageRequestHeader
 from apogee.remoting.dispatch import RequestContext
@@ -78,6 +93,8 @@ class PullSettings:
     slave_read_enable: bool = False
     is_slave: bool = False
     broker_name: str = "broker-a"
+    property_filter: bool = False
+    filter_support_retry: bool = False
 
     @classmethod
     def from_config(cls, config: BrokerConfig, permission: BrokerPermission) -> PullSettings:
@@ -88,6 +105,8 @@ class PullSettings:
             slave_read_enable=config.slave_read_enable,
             is_slave=config.is_slave,
             broker_name=config.broker_name,
+            property_filter=config.enable_property_filter,
+            filter_support_retry=config.filter_support_retry,
         )
 
 
@@ -153,12 +172,13 @@ class PullHandler:
         request = ctx.request
         try:
             group = self._check(header)
-            sub = self._subscription(header)
+            sub, sql = self._subscription(header)
         except _RefusedError as refused:
             return request.make_response(refused.code, refused.remark)
         if allow_suspend:
             self._commit_offset(header)
-        codes = None if sub.is_all or sub.class_filter_mode else frozenset(sub.code_set)
+        tag_coded = sql is None and not (sub.is_all or sub.class_filter_mode)
+        codes = frozenset(sub.code_set) if tag_coded else None
         result = self._store.get(
             header.topic,
             header.queue_id,
@@ -167,8 +187,10 @@ class PullHandler:
             tag_filter=codes,
             group=header.consumer_group,
         )
-        if codes is not None and result.messages:
-            _drop_other_tags(result, sub)
+        if result.messages:
+            test = self._record_test(header, sub, sql, tag_coded)
+            if test is not None:
+                _keep(result, test)
         code = pull_code(
             result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
         )
@@ -264,17 +286,79 @@ class PullHandler:
             )
         return group
 
-    def _subscription(self, header: PullMessageRequestHeader) -> SubscriptionData:
+    def _record_test(
+        self,
+        header: PullMessageRequestHeader,
+        sub: SubscriptionData,
+        sql: SqlFilter | None,
+        tag_coded: bool,
+    ) -> RecordTest | None:
+        """What each found record must pass, None when every one is kept."""
+        if sql is not None:
+            return sql_test(sql)
+        if tag_coded:
+            return _tag_test(sub.tags_set)
+        if self._settings.filter_support_retry and header.topic.startswith(
+            RETRY_GROUP_TOPIC_PREFIX
+        ):
+            group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            clients = self._clients
+            return retry_test(lambda topic: clients.sql_filter(group, topic))
+        return None
+
+    def _subscription(
+        self, header: PullMessageRequestHeader
+    ) -> tuple[SubscriptionData, SqlFilter | None]:
         if header.sys_flag & FLAG_SUBSCRIPTION:
-            expression_type = header.expression_type or EXPRESSION_TAG
-            if expression_type != EXPRESSION_TAG:
-                raise _RefusedError(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"expression type {expression_type} is not supported, only TAG",
-                )
-            return SubscriptionData.build(
+            return self._requested(header)
+        sub = self._registered(header)
+        if is_tag_type(sub.expression_type):
+            return sub, None
+        if not self._settings.property_filter:
+            raise _RefusedError(
+                ResponseCode.SYSTEM_ERROR, not_supported_remark(sub.expression_type)
+            )
+        sql = self._clients.sql_filter(header.consumer_group, header.topic)
+        if sql is None:
+            raise _RefusedError(ResponseCode.FILTER_DATA_NOT_EXIST, FILTER_DATA_NOT_EXIST_REMARK)
+        return sub, sql
+
+    def _requested(
+        self, header: PullMessageRequestHeader
+    ) -> tuple[SubscriptionData, SqlFilter | None]:
+        """The subscription the request carries (SUBSCRIPTION bit)."""
+        expression_type = header.expression_type
+        if is_tag_type(expression_type):
+            sub = SubscriptionData.build(
                 header.topic, header.subscription, sub_version=header.sub_version
             )
+            return sub, None
+        assert expression_type is not None
+        expression = header.subscription or ""
+        if not expression:
+            raise _RefusedError(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription failed: no {expression_type} expression",
+            )
+        try:
+            sql = compile_subscription(
+                expression_type, expression, enabled=self._settings.property_filter
+            )
+        except FilterRefusedError as refused:
+            remark = refused.remark
+            if refused.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                remark = f"parse the consumer's subscription failed: {remark}"
+            raise _RefusedError(refused.code, remark) from None
+        sub = SubscriptionData(
+            header.topic,
+            expression,
+            sub_version=header.sub_version,
+            expression_type=EXPRESSION_SQL92,
+        )
+        return sub, sql
+
+    def _registered(self, header: PullMessageRequestHeader) -> SubscriptionData:
+        """The subscription the group registered by heartbeat (no SUBSCRIPTION bit)."""
         info = self._clients.consumer_group(header.consumer_group)
         if info is None:
             raise _RefusedError(
@@ -301,13 +385,21 @@ class PullHandler:
         return sub
 
 
-def _drop_other_tags(result: GetResult, sub: SubscriptionData) -> None:
-    """Keep only records whose TAGS is one of the subscription's (hash collisions out)."""
-    tags = sub.tags_set
+def _tag_test(tags: tuple[str, ...]) -> RecordTest:
+    """The exact tag, behind the consume queue's hash (a collision never reaches a client)."""
+
+    def test(record: memoryview) -> bool:
+        return property_value(record_properties(record), PROPERTY_TAGS) in tags
+
+    return test
+
+
+def _keep(result: GetResult, test: RecordTest) -> None:
+    """Keep only the records that pass ``test``; the kept views are not copied."""
     pairs = [
         (view, offset)
         for view, offset in zip(result.messages, result.queue_offsets, strict=True)
-        if property_value(record_properties(view), PROPERTY_TAGS) in tags
+        if test(view)
     ]
     if len(pairs) != len(result.messages):
         result.messages = [view for view, _ in pairs]
