@@ -176,6 +176,28 @@ def bench_read(root: Path, count: int, body: bytes) -> tuple[float, int, int]:
     return elapsed, read, total
 
 
+def disk_fsyncs_per_s(root: Path, seconds: float = 1.0, chunk: int = 4096) -> float:
+    """What the disk under ``root`` does right now: 4 KiB write + fdatasync, repeated.
+
+    Printed beside the SYNC_FLUSH figure: the group commit's ceiling moves with the
+    disk's sync latency, which on a shared machine varies from minute to minute.
+    """
+    path = root / "fsync-probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = b"\x5a" * chunk
+        count = 0
+        start = time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            os.pwrite(fd, data, count * chunk)
+            os.fdatasync(fd)
+            count += 1
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count / elapsed
+
+
 @click.command("store")
 @click.option("--messages", default=300_000, show_default=True, help="Single-message appends.")
 @click.option("--batch-messages", default=500_000, show_default=True)
@@ -213,6 +235,7 @@ def store_bench(
         os.sync()
         batch = bench_batch(root, batch_messages, body, batch_size)
         os.sync()
+        disk = disk_fsyncs_per_s(root)
         sync, syncs, sync_s = bench_sync(root, sync_messages, body, writers)
         os.sync()
         read_s, read_n, read_bytes = bench_read(root, read_messages, body)
@@ -230,6 +253,7 @@ def store_bench(
         "sync_flush_writers": writers,
         "sync_flush_fsyncs": syncs,
         "sync_flush_ms_per_fsync": round(sync_s / syncs * 1000, 3) if syncs else 0,
+        "disk_fsyncs_per_s": round(disk),
         "read_msgs_per_s": round(read_n / read_s),
         "read_mb_per_s": round(read_bytes / read_s / mb, 1),
     }

@@ -1,0 +1,58 @@
+"""The benchmark commands run end to end on tiny loads and print their documented keys.
+
+Figures are never asserted (they depend on the machine); only that each phase ran and
+produced a positive rate, so a broken benchmark is noticed before its numbers are needed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+STORE_KEYS = {
+    "single_msgs_per_s",
+    "batch_msgs_per_s",
+    "sync_flush_msgs_per_s",
+    "read_msgs_per_s",
+    "sync_flush_fsyncs",
+    "disk_fsyncs_per_s",
+}
+
+
+def apogee(*args: str, timeout_s: float = 120) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "apogee", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_bench_store_reports_every_phase(tmp_path: Path) -> None:
+    out = apogee(
+        "bench", "store", "--json", "--dir", str(tmp_path), "--messages", "3000",
+        "--batch-messages", "3000", "--sync-messages", "640", "--read-messages", "3000",
+    )  # fmt: skip
+
+    assert out.keys() >= STORE_KEYS
+    assert all(isinstance(out[k], int | float) and out[k] > 0 for k in STORE_KEYS)  # type: ignore[operator]
+    assert list(tmp_path.iterdir()) == []  # the temporary stores are removed
+
+
+def test_bench_produce_sends_through_the_cpp_client() -> None:
+    out = apogee(
+        "bench", "produce", "--json", "--threads", "2", "--seconds", "1", "--warmup", "0.3"
+    )
+
+    rounds = out["rounds"]
+    assert isinstance(rounds, list) and len(rounds) == 1
+    (only,) = rounds
+    assert only["threads"] == 2
+    assert only["sent"] > 0, only
+    assert only["p50_ms"] > 0 and only["p99_ms"] >= only["p50_ms"]
