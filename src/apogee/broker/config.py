@@ -130,6 +130,8 @@ class BrokerConfig:
     enable_property_filter: bool = False
     # retried messages filtered by the group's SQL92 subscription of their first topic
     filter_support_retry: bool = False
+    # consume-queue units one filtered pull may scan (MessageStoreConfig's key)
+    max_filter_message_count: int = 16000
     # index (MessageStoreConfig keys the store leaves to the broker)
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000

@@ -108,20 +108,44 @@ async def test_system_properties_such_as_tags_are_filterable(
     assert bodies(answer) == [b"m2", b"m3", b"m5", b"m6"]
 
 
-async def test_runs_without_a_match_are_skipped_with_retry_immediately(
+async def test_a_selective_filter_fills_the_answer_in_one_pull(
     filtering: Broker, client: RemotingClient
 ) -> None:
     await fill(client, filtering, [dict(r) for r in ROWS])
     addr = filtering.address
 
+    # The first store read (offsets 0-2) matches nothing; the pull reads on.
     first = await client.invoke(addr, sql_pull("a >= 4", 0, max_msgs=3))
     second = await client.invoke(addr, sql_pull("a >= 4", next_begin(first), max_msgs=3))
+    none = await client.invoke(addr, sql_pull("a > 100", 0, max_msgs=3))
+
+    assert first.code == ResponseCode.SUCCESS
+    assert bodies(first) == [b"m4", b"m5", b"m6"]
+    assert next_begin(first) == 7  # the records read past the third match come again next time
+    assert bodies(second) == [b"m7", b"m8", b"m9"]
+    assert next_begin(second) == 10
+    assert none.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert next_begin(none) == 10  # all there was, read in one pull
+
+
+async def test_runs_without_a_match_are_skipped_with_retry_immediately(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    async with run_broker(
+        tmp_path / "store", enable_property_filter=True, max_filter_message_count=4
+    ) as broker:
+        await fill(client, broker, [dict(r) for r in ROWS])
+        addr = broker.address
+
+        # A scan budget of 4 units: reads of 3 stop after 6, nothing matched yet.
+        first = await client.invoke(addr, sql_pull("a >= 8", 0, max_msgs=3))
+        second = await client.invoke(addr, sql_pull("a >= 8", next_begin(first), max_msgs=3))
 
     assert first.code == ResponseCode.PULL_RETRY_IMMEDIATELY
-    assert next_begin(first) == 3 and first.body_length() == 0
+    assert next_begin(first) == 6 and first.body_length() == 0
     assert second.code == ResponseCode.SUCCESS
-    assert bodies(second) == [b"m4", b"m5"]
-    assert next_begin(second) == 6
+    assert bodies(second) == [b"m8", b"m9"]
+    assert next_begin(second) == 10
 
 
 async def test_a_heartbeat_subscription_filters_pulls_without_the_subscription_bit(

@@ -15,7 +15,9 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
   exact tag string of each found record, so a hash collision never reaches
   the client; for SQL92, the properties of each found record; with
   filterSupportRetry, retried records by the group's SQL92 subscription of
-  their first topic. All filtered out = PULL_RETRY_IMMEDIATELY, past them.
+  their first topic. A SQL92 pull reads on until it holds maxMsgNums records
+  or has scanned maxFilterMessageCount units. All filtered out =
+  PULL_RETRY_IMMEDIATELY, past them.
 * Status -> code: FOUND 0 (body = the stored records as memoryviews, written
   with scatter-gather); NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING 20;
   OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL 19; OFFSET_OVERFLOW_BADLY /
@@ -93,6 +95,8 @@ class PullSettings:
     slave_read_enable: bool = False
     is_slave: bool = False
     broker_name: str = "broker-a"
+    #: Consume-queue units one SQL92-filtered pull may scan (RocketMQ maxFilterMessageCount).
+    max_filter_scan: int = 16000
     property_filter: bool = False
     filter_support_retry: bool = False
 
@@ -107,6 +111,7 @@ class PullSettings:
             broker_name=config.broker_name,
             property_filter=config.enable_property_filter,
             filter_support_retry=config.filter_support_retry,
+            max_filter_scan=config.max_filter_message_count,
         )
 
 
@@ -179,18 +184,13 @@ class PullHandler:
             self._commit_offset(header)
         tag_coded = sql is None and not (sub.is_all or sub.class_filter_mode)
         codes = frozenset(sub.code_set) if tag_coded else None
-        result = self._store.get(
-            header.topic,
-            header.queue_id,
-            header.queue_offset,
-            header.max_msg_nums,
-            tag_filter=codes,
-            group=header.consumer_group,
-        )
+        result = self._read(header, header.queue_offset, codes)
         if result.messages:
             test = self._record_test(header, sub, sql, tag_coded)
             if test is not None:
                 _keep(result, test)
+                if sql is not None:
+                    self._read_on(header, codes, test, result)
         code = pull_code(
             result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
         )
@@ -224,6 +224,55 @@ class PullHandler:
                 self._count_found(header.consumer_group, header.topic, len(result.messages))
             return request.make_response(code, result.status.value, ext, result.messages)
         return request.make_response(code, result.status.value, ext)
+
+    def _read(
+        self, header: PullMessageRequestHeader, offset: int, codes: frozenset[int] | None
+    ) -> GetResult:
+        return self._store.get(
+            header.topic,
+            header.queue_id,
+            offset,
+            header.max_msg_nums,
+            tag_filter=codes,
+            group=header.consumer_group,
+        )
+
+    def _read_on(
+        self,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+        test: RecordTest,
+        result: GetResult,
+    ) -> None:
+        """Read further while a property filter leaves the answer short.
+
+        RocketMQ's store scans up to maxFilterMessageCount consume-queue units
+        for one pull, so a selective SQL92 filter still fills the answer in one
+        round trip; one store read here covers only maxMsgNums units. Later
+        reads are added to ``result`` until it holds maxMsgNums records, the
+        scan budget is spent, or a read finds nothing more (then the answer is
+        what was kept so far, with nextBeginOffset past what was read).
+        """
+        budget = self._settings.max_filter_scan
+        while (
+            len(result.messages) < header.max_msg_nums
+            and result.next_begin_offset - header.queue_offset < budget
+            and result.next_begin_offset < result.max_offset
+        ):
+            start = result.next_begin_offset
+            more = self._read(header, start, codes)
+            if more.status is not GetStatus.FOUND or more.next_begin_offset <= start:
+                return
+            _keep(more, test)
+            room = header.max_msg_nums - len(result.messages)
+            if len(more.messages) > room:  # keep maxMsgNums; the rest is read again next time
+                more.next_begin_offset = more.queue_offsets[room]
+                del more.messages[room:], more.queue_offsets[room:]
+            result.messages += more.messages
+            result.queue_offsets += more.queue_offsets
+            result.total_bytes += sum(view.nbytes for view in more.messages)
+            result.next_begin_offset = more.next_begin_offset
+            result.max_offset = more.max_offset
 
     def _commit_offset(self, header: PullMessageRequestHeader) -> None:
         """The COMMIT_OFFSET piggy-back (first run only, masters only)."""
