@@ -5,7 +5,7 @@ the check loop of TransactionalMessageServiceImpl) and ``recover_book``,
 which rebuilds the TransactionBook from the half and op queues at start.
 Imports: asyncio, ``apogee.broker.transaction``, ``apogee.broker.transaction_book``,
 ``apogee.broker.clients``, ``apogee.broker.broker2client``,
-``apogee.broker.offsets``, ``apogee.broker.topics``, ``apogee.store``
+``apogee.broker.offsets``, ``apogee.broker.topics``, ``apogee.broker.services``, ``apogee.store``
 (interface only), ``apogee.model``, ``apogee._util.clock``.
 
 A round, every ``transactionCheckInterval``, walks the half queue from the
@@ -32,7 +32,6 @@ put the store refuses ends the round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from apogee._util.clock import Clock
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.services import PeriodicTask
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.transaction import (
     HALF_QUEUE_ID,
@@ -103,7 +103,8 @@ class TransactionCheckService:
         self._store_host = store_host
         self._clock = clock
         self._on_stored = on_stored
-        self._task: asyncio.Task[None] | None = None
+        # every transactionCheckInterval, the first one interval after start
+        self._timer = PeriodicTask("tx-check", settings.check_interval_s, self.check_round)
         self.rounds = 0
         self.checks_sent = 0
         self.discarded = 0
@@ -112,26 +113,13 @@ class TransactionCheckService:
 
     @property
     def running(self) -> bool:
-        return self._task is not None
+        return self._timer.running
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="tx-check")
+        self._timer.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.check_interval_s)
-            try:
-                await self.check_round()
-            except Exception:
-                log.exception("transaction check round failed")
+        await self._timer.stop()
 
     # -- one round -----------------------------------------------------------------
 
