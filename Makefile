@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint typecheck layers unit clean
 
-$(STAMP): pyproject.toml src/apogee/_speedups.c
+$(STAMP): pyproject.toml $(wildcard src/apogee/*.c src/apogee/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -16,15 +16,21 @@
  *   write_units          apogee.store.consume_queue.write_units_python
  *   index_work           apogee.store.index_service.index_work_python
  *   index_put            apogee.store.index_file.IndexFile.put_work_python
+ *   pwrite_all           apogee.store.segment.pwrite_all_python
+ *   GroupSync            apogee.store.group_sync.GroupSyncPython (in _groupsync.c)
  *
  * Layouts (record, index file) are drawn in the docstrings of those modules.
- * Imports: the CPython API only (and zlib_ng's crc32 when a caller leaves
+ * Imports: the CPython API, POSIX pwrite (and zlib_ng's crc32 when a caller leaves
  * the body CRC to encode_record_into).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include "_groupsync.h"
 
 static PyObject *struct_error; /* struct.error: what struct.pack_into raises */
 static PyObject *crc32_func;   /* zlib_ng.zlib_ng.crc32, imported on first use */
@@ -1437,6 +1443,67 @@ out:
                          (long long)slot_count, (long long)count);
 }
 
+/* -- writing a file --------------------------------------------------------------- */
+
+/* Writes below this size keep the GIL: the system call copies a record into
+ * the page cache in about a microsecond, less than a GIL hand-over costs, and
+ * a caller holding the GIL keeps other threads from slipping in between an
+ * append and the request that follows it. */
+#define PWRITE_KEEP_GIL 65536
+
+static PyObject *pwrite_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pwrite_all() takes 4 arguments");
+        return NULL;
+    }
+    int32_t fd;
+    int64_t length, offset;
+    if (as_i32(args[0], &fd) || as_i64(args[2], &length) || as_i64(args[3], &offset)) {
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (length < 0 || length > data.len || offset < 0) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "length or offset out of range");
+        return NULL;
+    }
+    const char *p = data.buf;
+    int64_t done = 0;
+    int err = 0;
+    while (done < length) {
+        ssize_t n;
+        if (length - done < PWRITE_KEEP_GIL) {
+            n = pwrite(fd, p + done, (size_t)(length - done), (off_t)(offset + done));
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            n = pwrite(fd, p + done, (size_t)(length - done), (off_t)(offset + done));
+            Py_END_ALLOW_THREADS
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            err = errno;
+            break;
+        }
+        if (n == 0) {
+            err = EIO;
+            break;
+        }
+        done += n;
+    }
+    PyBuffer_Release(&data);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 /* -- module ----------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1457,6 +1524,8 @@ static PyMethodDef methods[] = {
      "(offset, store time, key hashes) of the dispatch entries the index takes."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Put index work into one mapped index file until done or full."},
+    {"pwrite_all", (PyCFunction)(void (*)(void))pwrite_all, METH_FASTCALL,
+     "Write buf[:length] to a file at offset, all of it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1475,5 +1544,10 @@ PyMODINIT_FUNC PyInit__speedups(void)
     if (struct_error == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL && add_group_sync(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

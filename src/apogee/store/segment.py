@@ -10,6 +10,8 @@ Invariants:
   SIGBUS on a later write into the mapping;
 - ``wrote`` (bytes appended) never decreases except through ``truncate_to``;
   ``flushed <= wrote``;
+- bytes reach the file through the mapping or by ``pwrite`` on ``fd``
+  (SYNC_FLUSH; see ``apogee.store.commitlog``): one page cache, one view;
 - data is made durable by ``msync(MS_SYNC)`` of the written range, called
   through ctypes, which releases the GIL (``mmap.flush`` holds it); where
   that is not available, by ``fdatasync`` of the file. The range matters:
@@ -73,6 +75,24 @@ def _address_of(mapping: mmap.mmap) -> int:
         return ctypes.addressof(holder)
     finally:
         del holder
+
+
+def pwrite_all_python(fd: int, buf: object, length: int, offset: int) -> None:
+    """Write ``buf[:length]`` to ``fd`` at ``offset``, all of it.
+
+    The specification of ``apogee._speedups.pwrite_all`` (which keeps the GIL
+    for writes under 64 KiB: a record's copy into the page cache takes less
+    than handing the GIL over would).
+    """
+    view = memoryview(buf).cast("B")  # type: ignore[arg-type]
+    if length < 0 or length > len(view) or offset < 0:
+        raise ValueError("length or offset out of range")
+    done = 0
+    while done < length:
+        n = os.pwrite(fd, view[done:length], offset + done)
+        if n == 0:
+            raise OSError(errno.EIO, "pwrite wrote nothing")
+        done += n
 
 
 def segment_name(start: int) -> str:
@@ -162,6 +182,11 @@ class Segment:
     @property
     def end(self) -> int:
         return self.start + self.size
+
+    @property
+    def fd(self) -> int:
+        """The file's descriptor (-1 once closed), for writes that bypass the mapping."""
+        return self._fd
 
     @property
     def name(self) -> str:

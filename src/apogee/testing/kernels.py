@@ -15,7 +15,15 @@ from typing import Any
 from apogee._util.native import speedups
 from apogee.broker.handlers import send
 from apogee.model import javahash, message_codec
-from apogee.store import commitlog, consume_queue, dispatch, index_file, index_service
+from apogee.store import (
+    commitlog,
+    consume_queue,
+    dispatch,
+    group_sync,
+    index_file,
+    index_service,
+    segment,
+)
 from apogee.store.index_file import IndexFile
 
 #: (owner, attribute, Python twin) of every binding of a compiled kernel.
@@ -33,6 +41,8 @@ KERNEL_SITES: list[tuple[Any, str, Any]] = [
     (consume_queue, "_write_units", consume_queue.write_units_python),
     (index_service, "index_work", index_service.index_work_python),
     (IndexFile, "put_kernel", None),
+    (commitlog, "_pwrite", segment.pwrite_all_python),
+    (group_sync, "GroupSync", group_sync.GroupSyncPython),
 ]
 
 #: Whether the compiled kernels are in use (built and not switched off).
