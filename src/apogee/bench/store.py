@@ -56,10 +56,12 @@ def _messages(body: bytes) -> list[StoreMessage]:
 
 
 @contextmanager
-def _store(root: Path, name: str, **overrides: object) -> Iterator[FileMessageStore]:
+def _store(
+    root: Path, name: str, *, loop_driven: bool = False, **overrides: object
+) -> Iterator[FileMessageStore]:
     config = StoreConfig(store_path_root_dir=root / name, **overrides)  # type: ignore[arg-type]
     store = FileMessageStore.open(config)
-    store.start()
+    store.start(loop_driven=loop_driven)
     try:
         yield store
     finally:
@@ -106,7 +108,6 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
     loop = asyncio.get_running_loop()
     wrapped: dict[int, asyncio.Future[PutStatus]] = {}
     remaining = [count]
-    done = asyncio.Event()
 
     def awaitable(fut: Future[PutStatus]) -> asyncio.Future[PutStatus]:
         # One asyncio future per group-commit generation: every writer of the
@@ -118,28 +119,47 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
             af.add_done_callback(lambda _: wrapped.pop(key, None))
         return af
 
+    # As the broker drives its store: one dispatch step (which first writes
+    # the turn's appends to the file) scheduled after the puts of a loop turn.
+    scheduled = [False]
+
+    def step() -> None:
+        scheduled[0] = False
+        if store.dispatch_step(4096) >= 4096:
+            kick()
+
+    def kick() -> None:
+        if not scheduled[0]:
+            scheduled[0] = True
+            loop.call_soon(step)
+
     async def writer(w: int) -> None:
         i = w
         while remaining[0] > 0:
             remaining[0] -= 1
             result = store.put(msgs[i & (POOL - 1)])
+            kick()
             status = await awaitable(store.flush_future(result))
             if status is not PutStatus.PUT_OK:
                 raise RuntimeError(f"flush: {status}")
             i += writers
-        done.set()
 
-    async def dispatcher() -> None:
-        while not done.is_set() or store.dispatch_behind_bytes():
-            if not store.dispatch_step(4096):
-                await asyncio.sleep(0.001)
-
-    await asyncio.gather(dispatcher(), *(writer(w) for w in range(writers)))
+    # Waiters are answered on this loop, as the broker does: the sync loop's
+    # eventfd wakes it, with no thread in between.
+    commit = store.group_commit
+    assert commit is not None
+    loop.add_reader(commit.fileno(), commit.run_once)
+    try:
+        await asyncio.gather(*(writer(w) for w in range(writers)))
+    finally:
+        loop.remove_reader(commit.fileno())
+    while store.dispatch_step(4096):
+        pass
 
 
 def bench_sync(root: Path, count: int, body: bytes, writers: int) -> tuple[float, int, float]:
     msgs = _messages(body)
-    with _store(root, "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH) as store:
+    with _store(root, "sync", loop_driven=True, flush_disk_type=FlushDiskType.SYNC_FLUSH) as store:
         start = time.perf_counter()
         _run(_sync_writers(store, msgs, count, writers))
         elapsed = time.perf_counter() - start

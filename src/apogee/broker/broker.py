@@ -138,8 +138,9 @@ class Broker:
                 await asyncio.to_thread(self.store.close)
                 self.store = None
             raise
-        store.start()
-        self._dispatch = DispatchDriver(store.dispatch_step)
+        store.start(loop_driven=True)
+        self._dispatch = DispatchDriver(store.dispatch_step, completions=store.group_commit)
+        store.on_pending_commit(self._dispatch.kick)
         self._registration = self._make_registration(ip)
         self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)

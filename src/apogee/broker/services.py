@@ -20,6 +20,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 from apogee._util.fileio import atomic_write
 from apogee.errors import ConfigError, ProtocolError
@@ -70,26 +71,53 @@ class PeriodicTask:
                 await task
 
 
+class Completions(Protocol):
+    """The store's SYNC_FLUSH group commit, as the loop drives it."""
+
+    def fileno(self) -> int: ...
+    def run_once(self) -> None: ...
+
+
 class DispatchDriver:
     """Runs ``step(batch)`` soon after ``kick`` and keeps going while there is work.
 
     ``kick`` costs one attribute test when a run is already scheduled, so the
     send path calls it after every put. A safety tick also runs the step
     every ``tick_s``, for records that arrive without a put (replication).
+    The step also writes a loop-driven store's pending SYNC_FLUSH appends.
+
+    With ``completions`` (a SYNC_FLUSH store), it also answers the waiters of
+    each sync round on the loop: the sync loop's eventfd wakes it, no thread
+    hop between; the tick checks their deadlines.
     """
 
-    def __init__(self, step: Callable[[int], int], *, batch: int = 1024, tick_s: float = 0.2):
+    def __init__(
+        self,
+        step: Callable[[int], int],
+        *,
+        batch: int = 1024,
+        tick_s: float = 0.2,
+        completions: Completions | None = None,
+    ) -> None:
         self._step = step
         self._batch = batch
         self._scheduled = False
         self._stopped = True
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tick = PeriodicTask("dispatch-tick", tick_s, self.kick)
+        self._tick = PeriodicTask("dispatch-tick", tick_s, self._on_tick)
+        self._completions = completions
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopped = False
         self._tick.start()
+        if self._completions is not None:
+            self._loop.add_reader(self._completions.fileno(), self._completions.run_once)
+
+    def _on_tick(self) -> None:
+        if self._completions is not None:
+            self._completions.run_once()
+        self.kick()
 
     def kick(self) -> None:
         if not self._scheduled and not self._stopped:
@@ -117,6 +145,8 @@ class DispatchDriver:
     async def stop(self) -> None:
         self._stopped = True
         await self._tick.stop()
+        if self._completions is not None and self._loop is not None:
+            self._loop.remove_reader(self._completions.fileno())
 
 
 class ConfigFiles:

@@ -19,6 +19,22 @@ Invariants:
   never see half a record;
 - PREPARED and ROLLBACK transaction records get queue offset 0 and do not
   advance the topic-queue table (they never enter a consume queue).
+
+Two ways to put bytes in a file. ASYNC_FLUSH encodes records straight into
+the segment's mapping: no system call per message. SYNC_FLUSH encodes into a
+pending buffer and ``pwrite``s it at the same place (``write_through``), at
+each append or, with ``defer_commit``, once per ``commit`` (an event-loop
+owner commits once per loop turn). Both land in the same page cache, so
+readers of the mapping see no difference once the bytes are written, but
+pages dirtied through a mapping cost each sync a write-protect round trip and
+a fault on the next write, and a sync of pages dirtied by ``pwrite`` does
+neither: on this kind of machine a 64-writer group commit of 1 KiB messages
+syncs in about 0.3 ms the second way and 0.6 to 1.1 ms the first.
+
+Write-through invariants: pending bytes are always the last bytes of the log
+and lie in one segment (a roll, a blank record or raw bytes commit them
+first); ``read`` and the dispatcher stop at ``readable_end``; the sync loop
+is asked (``on_committed``) only for bytes already in the file.
 """
 
 from __future__ import annotations
@@ -60,10 +76,10 @@ from apogee.model.message_codec import (
     write_blank,
 )
 from apogee.model.topic import SCHEDULE_TOPIC
-from apogee.store.config import StoreConfig
+from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.dispatch import DispatchEntry, index_fields, message_fields
 from apogee.store.results import PutResult, PutStatus
-from apogee.store.segment import Segment
+from apogee.store.segment import Segment, pwrite_all_python
 from apogee.store.segment_queue import SegmentQueue
 
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
@@ -74,6 +90,9 @@ _message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
+# Write-through bytes gathered before one pwrite; a bigger record gets a
+# bigger buffer. A loop turn of a busy broker appends well under this.
+_PENDING_BYTES: Final = 256 * 1024
 
 # A batch ready to write: total bytes, the records, and per record its size,
 # tag code, keys and unique key (for the hand-off); or a refusal: (kind, size).
@@ -156,6 +175,9 @@ _prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Ref
 _encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = (
     speedups.encode_batch if speedups is not None else encode_batch_python
 )
+_pwrite: Callable[[int, object, int, int], None] = (
+    speedups.pwrite_all if speedups is not None else pwrite_all_python
+)
 
 
 def _illegal(reason: str) -> PutResult:
@@ -192,7 +214,24 @@ class CommitLog:
         #: asked (from the writer) when the writer nears the end of the
         #: prefaulted pages; the store points it at its allocator thread
         self.on_prefault_due: Callable[[], None] | None = None
-        self.prefault_window = config.prefault_ahead_bytes
+        #: SYNC_FLUSH writes records with pwrite instead of through the mapping
+        #: (see the module docstring); readers still read the mapping
+        self.write_through = config.flush_disk_type is FlushDiskType.SYNC_FLUSH and not readonly
+        #: write-through records not yet in the file: the last ``_pending_len``
+        #: bytes of the log, all in ``_pending_seg`` from ``_pending_pos`` on
+        self._pending = bytearray(_PENDING_BYTES if self.write_through else 0)
+        self._pending_len = 0
+        self._pending_seg: Segment | None = None
+        self._pending_pos = 0
+        #: leave pending bytes for ``commit`` (an owner calls it every loop
+        #: turn) instead of writing them at each append
+        self.defer_commit = False
+        #: told the end offset of the bytes each commit put in the file
+        self.on_committed: Callable[[int], None] | None = None
+        #: called (with the put lock held) when a deferred append finds no
+        #: pending bytes: the owner schedules its next ``commit``
+        self.on_pending: Callable[[], None] | None = None
+        self.prefault_window = 0 if self.write_through else config.prefault_ahead_bytes
         self._low_water = self.prefault_window // 2
 
     # -- offsets -------------------------------------------------------------
@@ -243,7 +282,7 @@ class CommitLog:
 
     # One long function on purpose: it runs once per message, and every call
     # or attribute hop shows in the throughput (see bench/store.py).
-    def append(self, msg: StoreMessage) -> PutResult:
+    def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
         """Append one message; see the module invariants."""
         body = msg.body
         topic = msg.topic
@@ -291,8 +330,17 @@ class CommitLog:
             key = (topic, qid)
             qoff = self.topic_queue_table.get(key, 0) if indexed else 0
             # fmt: off
-            _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp, born,
-                    now, store, msg.reconsume_times, prepared, body, tfield, props, crc)
+            if self.write_through:
+                at = self._pending_at(seg, pos, size)
+                if not at and self.defer_commit and self.on_pending is not None:
+                    self.on_pending()
+                _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
+                        msg.born_timestamp, born, now, store, msg.reconsume_times, prepared, body,
+                        tfield, props, crc)
+                self._pending_len = at + size
+            else:
+                _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp,
+                        born, now, store, msg.reconsume_times, prepared, body, tfield, props, crc)
             # fmt: on
             seg.wrote = pos + size
             if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
@@ -306,6 +354,8 @@ class CommitLog:
             self.handoff.append(
                 (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
             )
+            if self._pending_len and not self.defer_commit:
+                self._commit_locked()
             self._lock_begin_ms = 0
         return PutResult(_PUT_OK, phys, size, qoff, 1, now, store)
 
@@ -329,7 +379,13 @@ class CommitLog:
         pos = seg.wrote
         if size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
             if pos < seg.size:
-                write_blank(seg.view, pos, seg.size - pos)
+                if self.write_through:
+                    self._commit_locked()  # pending bytes stay in their own segment
+                    blank = bytearray(END_FILE_MIN_BLANK_LENGTH)
+                    write_blank(blank, 0, seg.size - pos)
+                    _pwrite(seg.fd, blank, END_FILE_MIN_BLANK_LENGTH, pos)
+                else:
+                    write_blank(seg.view, pos, seg.size - pos)
                 seg.wrote = seg.size
             seg = self.queue.roll()
             pos = 0
@@ -374,10 +430,22 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
             first = self.topic_queue_table.get(key, 0)
+            buf: bytearray | memoryview
+            if self.write_through:
+                at = self._pending_at(seg, pos, total)
+                if not at and self.defer_commit and self.on_pending is not None:
+                    self.on_pending()
+                buf, base = self._pending, seg.start + pos - at
+            else:
+                buf, at, base = seg.view, pos, seg.start
             offsets, entries = _encode_batch(
-                seg.view, pos, seg.start, qid, first, sys_flag, batch.born_timestamp, born, now,
-                store, batch.reconsume_times, tfield, records, index, batch.topic,
+                buf, at, base, qid, first, sys_flag, batch.born_timestamp, born, now, store,
+                batch.reconsume_times, tfield, records, index, batch.topic,
             )  # fmt: skip
+            if self.write_through:
+                self._pending_len = at + total
+                if not self.defer_commit:
+                    self._commit_locked()
             seg.wrote = pos + total
             self.handoff.extend(entries)
             self.topic_queue_table[key] = first + len(offsets)
@@ -406,6 +474,7 @@ class CommitLog:
         """
         view = memoryview(data)
         with self.hold_lock():
+            self._commit_locked()
             if self.queue.segments:
                 if offset != self.max_offset:
                     return False
@@ -418,10 +487,56 @@ class CommitLog:
                 if seg.is_full():
                     seg = self.queue.roll()
                 n = min(seg.remaining(), len(view) - done)
-                seg.view[seg.wrote : seg.wrote + n] = view[done : done + n]
+                if self.write_through:
+                    _pwrite(seg.fd, view[done : done + n], n, seg.wrote)
+                else:
+                    seg.view[seg.wrote : seg.wrote + n] = view[done : done + n]
                 seg.wrote += n
                 done += n
+            if self.write_through and self.on_committed is not None:
+                self.on_committed(self.max_offset)
         return True
+
+    # -- write-through -------------------------------------------------------
+
+    def _pending_at(self, seg: Segment, pos: int, size: int) -> int:
+        """Where in the pending buffer ``size`` bytes for ``seg[pos:]`` go (lock held)."""
+        n = self._pending_len
+        if n and (self._pending_seg is not seg or n + size > len(self._pending)):
+            self._commit_locked()
+            n = 0
+        if not n:
+            self._pending_seg, self._pending_pos = seg, pos
+            if size > len(self._pending):
+                self._pending = bytearray(size)
+        return n
+
+    def commit(self) -> int:
+        """Write the pending write-through bytes to their file; return the log's end.
+
+        Readers and the sync loop see appended bytes only once they are in the
+        file; with ``defer_commit`` that is at the next ``commit`` (the store's
+        ``dispatch_step`` makes one first), else at each append.
+        """
+        if self._pending_len:
+            with self.put_lock:
+                self._commit_locked()
+        return self.max_offset
+
+    def _commit_locked(self) -> None:
+        n = self._pending_len
+        seg = self._pending_seg
+        if n and seg is not None:
+            _pwrite(seg.fd, self._pending, n, self._pending_pos)
+            self._pending_len = 0
+            self._pending_seg = None
+            if self.on_committed is not None:
+                self.on_committed(seg.start + self._pending_pos + n)
+
+    @property
+    def readable_end(self) -> int:
+        """End of the bytes that are in the files (the log's end but for pending bytes)."""
+        return self.queue.max_offset - self._pending_len
 
     # -- reading -------------------------------------------------------------
 
@@ -431,7 +546,8 @@ class CommitLog:
         if seg is None:
             return None
         pos = offset - seg.start
-        if size < 0 or pos + size > seg.wrote:
+        limit = seg.wrote - self._pending_len if seg is self._pending_seg else seg.wrote
+        if size < 0 or pos + size > limit:
             return None
         try:
             return seg.view[pos : pos + size]
@@ -463,4 +579,5 @@ class CommitLog:
         self.queue.load()
 
     def close(self) -> None:
+        self.commit()
         self.queue.close()

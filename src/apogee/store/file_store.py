@@ -28,6 +28,7 @@ from apogee._util.fileio import fsync_dir
 from apogee.errors import ProtocolError, StoreError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
 from apogee.model.message_codec import decode_record
+from apogee.store import group_sync
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -40,6 +41,7 @@ from apogee.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
+from apogee.store.group_sync import Syncer
 from apogee.store.interface import ArrivalListener, IndexHook
 from apogee.store.reads import ReadLimits, get_messages
 from apogee.store.recovery import RecoveryReport, recover
@@ -129,9 +131,8 @@ class FileMessageStore:
         flusher: ServiceThread
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             flusher = self.group_commit = GroupCommitService(
-                queue.flush, lambda: queue.flushed_offset, self._physic_flushed, self.clock,
-                timeout_ms=config.sync_flush_timeout_ms,
-            )  # fmt: skip
+                self._synced, self.clock, timeout_ms=config.sync_flush_timeout_ms
+            )
         else:
             flusher = CommitLogFlushService(
                 queue.flush, self._physic_flushed, self.clock,
@@ -144,7 +145,7 @@ class FileMessageStore:
             interval_ms=config.flush_interval_consume_queue_ms,
             thorough_interval_ms=config.flush_consume_queue_thorough_interval_ms,
         )  # fmt: skip
-        window = config.prefault_ahead_bytes
+        window = self.commit_log.prefault_window
 
         def allocate() -> None:
             queue.prefault_ahead(window)
@@ -156,12 +157,23 @@ class FileMessageStore:
             self.commit_log.on_prefault_due = allocator.wakeup
         return [flusher, cq_flusher, allocator]
 
-    def start(self, *, dispatch_thread: bool = False) -> None:
+    def start(self, *, dispatch_thread: bool = False, loop_driven: bool = False) -> None:
         """Start flushing and preallocation threads.
 
         Dispatch is the broker's to drive with ``dispatch_step``, unless
         ``dispatch_thread`` asks for a thread that drains it, woken by puts.
+
+        ``loop_driven`` is for an owner with an event loop that calls
+        ``dispatch_step`` (or ``commit``) in the same loop turn as its puts.
+        Then SYNC_FLUSH appends are written to the file once per turn rather
+        than once per message, and the owner answers SYNC_FLUSH waiters
+        itself: ``group_commit.run_once`` when ``group_commit.fileno()`` turns
+        readable, and every few milliseconds (deadlines). Otherwise a thread
+        of the store answers them.
         """
+        if self.group_commit is not None and self.group_commit.sync is None:
+            self.group_commit.attach(self._sync_loop(), completion_thread=not loop_driven)
+            self.commit_log.defer_commit = loop_driven
         if dispatch_thread and self._dispatcher is None:
             self._dispatcher = CallService("apogee-reput", self._drain, 0.001)
             self.services.append(self._dispatcher)
@@ -176,6 +188,23 @@ class FileMessageStore:
     def set_arrival_listener(self, listener: ArrivalListener | None) -> None:
         """Who hears about each message entering a consume queue (long polling)."""
         self.reput.arrival = listener
+
+    def _sync_loop(self) -> Syncer:
+        """A sync loop over the commit log's files, told of each new one."""
+        queue = self.commit_log.queue
+        sync = group_sync.GroupSync(queue.flushed_offset)
+        for seg in queue.segments:
+            sync.add_file(seg.start, seg.size, seg.fd)
+        queue.on_new_segment = lambda seg: sync.add_file(seg.start, seg.size, seg.fd)
+        # Asked for bytes once they are in the file, whoever waits for them.
+        self.commit_log.on_committed = sync.request
+        assert self.group_commit is not None
+        self.group_commit.ask_on_request = False
+        return sync
+
+    def _synced(self, offset: int) -> None:
+        self.commit_log.queue.mark_flushed(offset)
+        self._physic_flushed()
 
     def _physic_flushed(self) -> None:
         self.checkpoint.advance(physic=self.commit_log.last_store_timestamp)
@@ -197,6 +226,15 @@ class FileMessageStore:
         if self.cleaner.disk_full:
             return "the disk is full"
         return ""
+
+    def commit(self) -> None:
+        """Write pending SYNC_FLUSH appends to the file (see ``start(loop_driven=...)``)."""
+        self.commit_log.commit()
+
+    def on_pending_commit(self, schedule: Callable[[], None] | None) -> None:
+        """Have ``schedule`` called when a loop-driven append leaves the first pending
+        bytes of a turn, so the owner commits (or dispatches) soon after."""
+        self.commit_log.on_pending = schedule
 
     def put(self, msg: StoreMessage) -> PutResult:
         if self._writable:
@@ -241,6 +279,7 @@ class FileMessageStore:
     # -- steps -------------------------------------------------------------
 
     def dispatch_step(self, max_records: int = 1024) -> int:
+        self.commit_log.commit()  # pending write-through bytes first: dispatch reads files
         return self.reput.step(max_records)
 
     def dispatch_behind_bytes(self) -> int:
@@ -394,13 +433,13 @@ class FileMessageStore:
         self._writable = False
         for service in self.services:
             service.stop()
+        self.commit_log.commit()
         while self.reput.step(4096):
             pass
         self.commit_log.queue.flush(0)
         self._physic_flushed()
         if self.group_commit is not None:
-            self.group_commit.run_once()
-            self.group_commit.fail_all()
+            self.group_commit.settle(self.commit_log.queue.flushed_offset)
         self._flush_logics(True)
         clean = self.reput.behind_bytes() == 0
         self._release()

@@ -1,31 +1,41 @@
 """Background services: flushing, group commit, preallocation, dispatch.
 
 Owns: a small thread base class and the store's services (RocketMQ
-FlushRealTimeService, GroupCommitService, FlushConsumeQueueService,
-AllocateMappedFileService, ReputMessageService). Each is started and stopped
-by its owner; the work of one round is a plain method, so tests can run a
-round on their own thread. Imports: ``apogee.store.*``, ``apogee._util.clock``,
-stdlib (threading, concurrent.futures).
+FlushRealTimeService, GroupCommitService and the thread of its sync loop,
+FlushConsumeQueueService, AllocateMappedFileService, ReputMessageService).
+Each is started and stopped by its owner; the work of one round is a plain
+method, so tests can run a round on their own thread. Imports:
+``apogee.store.*``, ``apogee._util.clock``, stdlib (threading, os,
+concurrent.futures).
 
-Group commit: ``request(end_offset)`` returns a ``concurrent.futures.Future``
-shared by every request that arrives before the service's next swap; one
-fdatasync then completes the whole generation with PUT_OK. A generation the
-flushes have not covered by its deadline (syncFlushTimeout after it opened)
-completes with FLUSH_DISK_TIMEOUT. Futures are completed on the service
-thread, never on the caller's; an asyncio caller awaits
-``asyncio.wrap_future(fut)`` (and should wrap each distinct future once).
+Group commit: two threads. The sync loop (``apogee.store.group_sync``) makes
+the log durable as far as appends asked, round after round, without waiting
+for anyone. ``request(end_offset)`` asks it and returns a
+``concurrent.futures.Future`` shared by every request until the completion
+thread's next round; that thread wakes when a sync ends (or every 10 ms) and
+completes each generation the syncs cover with PUT_OK, and one not covered
+by its deadline (syncFlushTimeout after it opened) with FLUSH_DISK_TIMEOUT.
+Futures are completed there, never on the caller's thread; an asyncio caller
+awaits ``asyncio.wrap_future(fut)`` (and should wrap each distinct future
+once).
+
+Why two threads: completing futures needs the GIL, which a busy event loop
+lends only when idle; a sync must not wait for that. So syncs overlap the
+writer's appends, and a sync covers whatever was appended while the previous
+one ran.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from apogee._util.clock import Clock
+from apogee.store.group_sync import Syncer
 from apogee.store.results import PutStatus
 
 log = logging.getLogger(__name__)
@@ -131,48 +141,94 @@ def _done(status: PutStatus) -> Future[PutStatus]:
     return fut
 
 
+def _answer(done: list[tuple[_Generation, PutStatus]]) -> None:
+    # Outside every lock: a waiter's callback may put and request again.
+    for g, status in done:
+        g.future.set_result(status)
+
+
 class GroupCommitService(ServiceThread):
-    """SYNC_FLUSH: one fdatasync releases every waiter whose bytes it covers."""
+    """SYNC_FLUSH: a sync loop makes appends durable; this thread answers their waiters."""
 
     name = "apogee-group-commit"
 
     def __init__(
-        self,
-        flush: Callable[[int], int],
-        flushed_offset: Callable[[], int],
-        on_flushed: Callable[[], None],
-        clock: Clock,
-        *,
-        timeout_ms: int = 5000,
+        self, on_synced: Callable[[int], None], clock: Clock, *, timeout_ms: int = 5000
     ) -> None:
-        super().__init__(0.010)  # RocketMQ waits at most 10 ms for requests
-        self._flush = flush
-        self._flushed_offset = flushed_offset
-        self._on_flushed = on_flushed
+        super().__init__(0.010)  # deadlines are checked at least this often
+        self.sync: Syncer | None = None
+        self._on_synced = on_synced
         self._clock = clock
         self._timeout_s = timeout_ms / 1000
         self._lock = threading.Lock()
         self._current: _Generation | None = None
         self._pending: list[_Generation] = []
         self._ok = _done(PutStatus.PUT_OK)
-        self.syncs = 0
-        self.sync_seconds = 0.0  # time spent in flush calls, for the figures
+        self._synced = 0  # as far as waiters were answered
+        self._sync_thread: threading.Thread | None = None
+        self._error = 0
+        self._round_lock = threading.Lock()  # one completion round at a time
+        #: whether ``start`` runs the completion thread; an owner with an event
+        #: loop clears it and calls ``run_once`` when ``fileno()`` turns readable
+        #: (and every few milliseconds, for the deadlines): no thread hop
+        self.completion_thread = True
+        #: whether ``request`` asks the sync loop itself; the store clears it and
+        #: asks as appended bytes reach the file (a sync must not run ahead of them)
+        self.ask_on_request = True
+
+    def attach(self, sync: Syncer, *, completion_thread: bool = True) -> None:
+        """Use ``sync`` (its files registered, ``synced`` at the log's flushed end)."""
+        self.sync = sync
+        self._synced = max(self._synced, sync.synced)
+        self.completion_thread = completion_thread
+
+    def fileno(self) -> int:
+        """Readable after each sync round (see ``completion_thread``)."""
+        if self.sync is None:
+            raise RuntimeError("no sync loop attached")
+        return self.sync.fileno()
+
+    @property
+    def syncs(self) -> int:
+        return self.sync.syncs if self.sync is not None else 0
+
+    @property
+    def sync_seconds(self) -> float:
+        """Time spent in fdatasync, for the figures."""
+        return self.sync.sync_seconds if self.sync is not None else 0.0
+
+    def start(self) -> None:
+        if self.sync is None:
+            raise RuntimeError("attach a sync loop before starting the group commit")
+        if self._sync_thread is None:
+            self._sync_thread = threading.Thread(
+                target=self.sync.run, name="apogee-sync-commitlog", daemon=True
+            )
+            self._sync_thread.start()
+        if self.completion_thread:
+            super().start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stopped.set()
+        if self.sync is not None:
+            self.sync.stop()
+        if self._sync_thread is not None:
+            self._sync_thread.join(timeout_s)
+            self._sync_thread = None
+        super().stop(timeout_s)
 
     def request(self, end_offset: int) -> Future[PutStatus]:
-        """A future that completes when a flush covers ``end_offset``."""
-        if end_offset <= self._flushed_offset():
+        """A future that completes when a sync covers ``end_offset``."""
+        if end_offset <= self._synced:
             return self._ok
         with self._lock:
             gen = self._current
             if gen is None:
                 gen = self._current = _Generation(self._clock.monotonic() + self._timeout_s)
-                opened = True
-            else:
-                opened = False
             if end_offset > gen.max_end:  # noqa: PLR1730 - no max() call per request
                 gen.max_end = end_offset
-        if opened:
-            self.wakeup()  # later requests of this generation find the service awake
+        if self.ask_on_request and self.sync is not None:
+            self.sync.request(end_offset)
         return gen.future
 
     def waiting(self) -> int:
@@ -180,34 +236,68 @@ class GroupCommitService(ServiceThread):
         with self._lock:
             return len(self._pending) + (self._current is not None)
 
+    def _loop(self) -> None:
+        sync = self.sync
+        assert sync is not None  # start() checked
+        while not self._stopped.is_set():
+            sync.wait(self._synced, self.interval_s)  # without the GIL
+            if self._stopped.is_set():
+                break
+            try:
+                self.run_once()
+                self.rounds += 1
+            except Exception:  # a service must outlive one bad round
+                self.failures += 1
+                log.exception("%s round failed", self.name)
+
     def run_once(self) -> None:
+        """Answer the waiters the syncs so far cover, and those past their deadline."""
+        sync = self.sync
+        if sync is None:
+            return
+        sync.ack()
+        with self._round_lock:
+            synced = sync.synced
+            if synced > self._synced:
+                self._synced = synced
+                self._on_synced(synced)
+            error = sync.error
+            if error != self._error:
+                self._error = error
+                if error:
+                    log.error("commit-log sync failed: %s", os.strerror(error))
+            done = self._take_done(self._synced)
+        _answer(done)
+
+    def _take_done(self, flushed: int) -> list[tuple[_Generation, PutStatus]]:
+        """Remove and return the generations ``flushed`` covers or whose time is up."""
         with self._lock:
             gen, self._current = self._current, None
         if gen is not None:
             self._pending.append(gen)
         if not self._pending:
-            return
-        try:
-            began = time.perf_counter()
-            flushed = self._flush(0)
-            self.sync_seconds += time.perf_counter() - began
-            self.syncs += 1
-            self._on_flushed()
-        except OSError:
-            log.exception("commit-log flush failed")
-            flushed = self._flushed_offset()
+            return []
         now = self._clock.monotonic()
+        done: list[tuple[_Generation, PutStatus]] = []
         still: list[_Generation] = []
         for g in self._pending:
             if flushed >= g.max_end:
-                g.future.set_result(PutStatus.PUT_OK)
+                done.append((g, PutStatus.PUT_OK))
             elif now >= g.deadline:
-                g.future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+                done.append((g, PutStatus.FLUSH_DISK_TIMEOUT))
             else:
                 still.append(g)
         self._pending = still
-        if still:
-            self.wakeup()
+        return done
+
+    def settle(self, flushed: int, status: PutStatus = PutStatus.FLUSH_DISK_TIMEOUT) -> None:
+        """Answer every waiter once the services stopped: PUT_OK up to ``flushed``
+        (the store's final flush), ``status`` for the rest."""
+        with self._round_lock:
+            self._synced = max(self._synced, flushed)
+            done = self._take_done(self._synced)
+        _answer(done)
+        self.fail_all(status)
 
     def fail_all(self, status: PutStatus = PutStatus.FLUSH_DISK_TIMEOUT) -> None:
         """Complete every open generation (the store is closing)."""

@@ -77,6 +77,7 @@ class Reput:
         step's records at the end, in order.
         """
         handoff = self.commit_log.handoff
+        limit = self.commit_log.readable_end  # pending write-through bytes wait
         taken: list[DispatchEntry] = []
         cursor = self.reput_from
         done = 0
@@ -85,7 +86,7 @@ class Reput:
             mark = len(taken)
             while handoff and done < max_records:
                 entry = handoff[0]
-                if entry[2] != cursor:
+                if entry[2] != cursor or cursor + entry[3] > limit:
                     break
                 taken.append(handoff.popleft())
                 cursor += entry[3]
@@ -98,8 +99,10 @@ class Reput:
             while handoff and handoff[0][2] < self.reput_from:
                 handoff.popleft()  # already dispatched from the log
             if handoff and handoff[0][2] == self.reput_from:
+                if self.reput_from + handoff[0][3] > limit:
+                    break  # not in the file yet
                 continue
-            parsed = self._parse_next()
+            parsed = self._parse_next(limit)
             if parsed is None:
                 break
             taken.append(parsed)
@@ -113,7 +116,7 @@ class Reput:
         self.dispatched_count += done
         return done
 
-    def _parse_next(self) -> DispatchEntry | None:
+    def _parse_next(self, limit: int) -> DispatchEntry | None:
         """Read the record at the cursor from the log, skipping a blank end record."""
         queue = self.commit_log.queue
         while True:
@@ -121,9 +124,10 @@ class Reput:
             if seg is None:
                 return None
             pos = self.reput_from - seg.start
-            if pos >= seg.wrote:
+            end = min(seg.wrote, limit - seg.start)
+            if pos >= end:
                 return None
-            checked = check_record(seg.view, pos, seg.wrote, check_crc=False)
+            checked = check_record(seg.view, pos, end, check_crc=False)
             if checked.kind is RecordKind.BLANK:
                 self.reput_from = seg.end
                 continue

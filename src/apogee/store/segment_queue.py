@@ -43,6 +43,8 @@ class SegmentQueue:
         self._zombies: list[Segment] = []  # deleted but still mapped by readers
         #: called after a roll so a background thread can preallocate the next file
         self.on_roll: Callable[[], None] | None = None
+        #: called with each segment appends start to use (the first one, each roll)
+        self.on_new_segment: Callable[[Segment], None] | None = None
 
     # -- loading -------------------------------------------------------------
 
@@ -114,6 +116,8 @@ class SegmentQueue:
         seg = self._create(first)
         self.segments.append(seg)
         self.flushed_offset = max(self.flushed_offset, first)
+        if self.on_new_segment is not None:
+            self.on_new_segment(seg)
         return seg
 
     def roll(self) -> Segment:
@@ -127,6 +131,8 @@ class SegmentQueue:
             if seg is None:
                 seg = self._create(start)
             self.segments = [*self.segments, seg]
+        if self.on_new_segment is not None:
+            self.on_new_segment(seg)
         if self.on_roll is not None:
             self.on_roll()
         return seg
@@ -192,6 +198,17 @@ class SegmentQueue:
                 seg.flushed = end
         self.flushed_offset = target
         return target
+
+    def mark_flushed(self, offset: int) -> None:
+        """Record that a sync outside this queue made every byte before ``offset`` durable."""
+        if offset <= self.flushed_offset:
+            return
+        for seg in reversed(self.segments):
+            if seg.end <= self.flushed_offset:
+                break  # older segments were marked before
+            if seg.start < offset:
+                seg.flushed = max(seg.flushed, min(seg.size, offset - seg.start))
+        self.flushed_offset = offset
 
     # -- truncating and deleting --------------------------------------------
 

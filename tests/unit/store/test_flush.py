@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import errno
 import struct
 import threading
 from concurrent.futures import Future, wait
 from pathlib import Path
 
 from apogee._util.clock import FakeClock
+from apogee.store import group_sync
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
@@ -15,31 +17,6 @@ from apogee.store.segment_queue import SegmentQueue
 from apogee.testing.store import message, small_config
 
 
-class CountingFlush:
-    """Wraps a real segment-queue flush and counts the syncs it performs."""
-
-    def __init__(self, queue: SegmentQueue) -> None:
-        self.queue = queue
-        self.calls = 0
-
-    def __call__(self, least_pages: int) -> int:
-        self.calls += 1
-        return self.queue.flush(least_pages)
-
-
-class StuckDisk:
-    """Fake for a disk whose flushes never complete (hard to reach for real)."""
-
-    def __init__(self, flushed: int = 0, *, raise_error: bool = False) -> None:
-        self.flushed = flushed
-        self.raise_error = raise_error
-
-    def __call__(self, least_pages: int) -> int:
-        if self.raise_error:
-            raise OSError(5, "Input/output error")
-        return self.flushed
-
-
 def write(queue: SegmentQueue, n: int) -> int:
     seg = queue.last_segment()
     seg.view[seg.wrote : seg.wrote + n] = b"x" * n
@@ -47,37 +24,81 @@ def write(queue: SegmentQueue, n: int) -> int:
     return queue.max_offset
 
 
+def attached(queue: SegmentQueue, clock: FakeClock, timeout_ms: int = 5000) -> GroupCommitService:
+    sync = group_sync.GroupSync(queue.flushed_offset)
+    for seg in queue.segments:
+        sync.add_file(seg.start, seg.size, seg.fd)
+    service = GroupCommitService(queue.mark_flushed, clock, timeout_ms=timeout_ms)
+    service.attach(sync)
+    return service
+
+
 def test_one_sync_releases_every_waiter_it_covers(tmp_path: Path) -> None:
     queue = SegmentQueue(tmp_path, 1 << 20)
-    counting = CountingFlush(queue)
-    clock = FakeClock()
-    service = GroupCommitService(counting, lambda: queue.flushed_offset, lambda: None, clock)
+    queue.last_segment()
+    service = attached(queue, FakeClock())
+    assert service.sync is not None
     futures = [service.request(write(queue, 100)) for _ in range(100)]
     assert len({id(f) for f in futures}) == 1  # one generation, one future
-    assert not futures[0].done()
+    loop = threading.Thread(target=service.sync.run)
+    loop.start()
+    assert service.sync.wait(0, 5) == 10_000  # asked by the requests
+    assert not futures[0].done()  # answered by a completion round, not by the loop
     service.run_once()
-    assert counting.calls == 1
     assert all(f.result(0) is PutStatus.PUT_OK for f in futures)
+    assert service.syncs == 1
     assert queue.flushed_offset == 10_000
     assert service.request(5000).result(0) is PutStatus.PUT_OK  # already durable
-    assert counting.calls == 1
+    service.sync.stop()
+    loop.join(5)
     queue.close()
 
 
-def test_waiters_time_out_when_flushes_do_not_cover_them(tmp_path: Path) -> None:
+def test_waiters_time_out_when_syncs_do_not_cover_them(tmp_path: Path) -> None:
     clock = FakeClock()
-    for disk in (StuckDisk(), StuckDisk(raise_error=True)):
-        service = GroupCommitService(disk, lambda: 0, lambda: None, clock, timeout_ms=5000)
-        fut = service.request(100)
-        service.run_once()
-        assert not fut.done()
-        clock.advance(4.9)
-        service.run_once()
-        assert not fut.done()
-        clock.advance(0.2)
-        service.run_once()
-        assert fut.result(0) is PutStatus.FLUSH_DISK_TIMEOUT
-        assert service.waiting() == 0
+    queue = SegmentQueue(tmp_path, 1 << 20)  # no file registered: every round fails
+    service = attached(queue, clock)
+    assert service.sync is not None
+    fut = service.request(100)
+    loop = threading.Thread(target=service.sync.run)
+    loop.start()
+    for _ in range(500):
+        if service.sync.error:
+            break
+        service.sync.wait(0, 0.01)
+    assert service.sync.error == errno.ENOENT
+    service.run_once()
+    assert not fut.done()
+    clock.advance(4.9)
+    service.run_once()
+    assert not fut.done()
+    clock.advance(0.2)
+    service.run_once()
+    assert fut.result(0) is PutStatus.FLUSH_DISK_TIMEOUT
+    assert service.waiting() == 0
+    service.sync.stop()
+    loop.join(5)
+
+
+def test_a_waiter_callback_may_request_again(tmp_path: Path) -> None:
+    queue = SegmentQueue(tmp_path, 1 << 20)
+    queue.last_segment()
+    service = attached(queue, FakeClock())
+    assert service.sync is not None
+    again: list[Future[PutStatus]] = []
+    first = service.request(write(queue, 10))
+    first.add_done_callback(lambda _: again.append(service.request(write(queue, 10))))
+    loop = threading.Thread(target=service.sync.run)
+    loop.start()
+    service.sync.wait(0, 5)
+    service.run_once()  # answers inside the round: no lock may be held
+    assert first.result(0) is PutStatus.PUT_OK and len(again) == 1
+    service.sync.wait(10, 5)
+    service.run_once()
+    assert again[0].result(0) is PutStatus.PUT_OK
+    service.sync.stop()
+    loop.join(5)
+    queue.close()
 
 
 def test_service_thread_completes_futures_for_concurrent_writers(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -159,6 +160,7 @@ class SendHandler:
         self._settings = settings
         self._on_stored = on_stored
         self._loop = loop
+        self._loop_thread = threading.get_ident()  # built on the loop's thread
         self._store_host = settings.store_host
         self._cluster_property = f"CLUSTER\x01{settings.cluster_name}\x02"
         self._trace_on = "true" if settings.trace_on else "false"
@@ -399,8 +401,13 @@ class SendHandler:
         return None
 
     def _flushed_elsewhere(self, future: Future[PutStatus]) -> None:
-        # Runs on the group-commit thread: hop onto the loop once per generation.
-        self._loop.call_soon_threadsafe(self._flushed, future)
+        # Runs where the group commit answers: on the loop when the store is
+        # loop-driven (the broker's), else on a store thread: hop onto the
+        # loop then, once per generation.
+        if threading.get_ident() == self._loop_thread:
+            self._flushed(future)
+        else:
+            self._loop.call_soon_threadsafe(self._flushed, future)
 
     def _flushed(self, future: Future[PutStatus]) -> None:
         status = future.result()
