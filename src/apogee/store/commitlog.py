@@ -332,8 +332,6 @@ class CommitLog:
             # fmt: off
             if self.write_through:
                 at = self._pending_at(seg, pos, size)
-                if not at and self.defer_commit and self.on_pending is not None:
-                    self.on_pending()
                 _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
                         msg.born_timestamp, born, now, store, msg.reconsume_times, prepared, body,
                         tfield, props, crc)
@@ -433,8 +431,6 @@ class CommitLog:
             buf: bytearray | memoryview
             if self.write_through:
                 at = self._pending_at(seg, pos, total)
-                if not at and self.defer_commit and self.on_pending is not None:
-                    self.on_pending()
                 buf, base = self._pending, seg.start + pos - at
             else:
                 buf, at, base = seg.view, pos, seg.start
@@ -500,7 +496,10 @@ class CommitLog:
     # -- write-through -------------------------------------------------------
 
     def _pending_at(self, seg: Segment, pos: int, size: int) -> int:
-        """Where in the pending buffer ``size`` bytes for ``seg[pos:]`` go (lock held)."""
+        """Where in the pending buffer ``size`` bytes for ``seg[pos:]`` go (lock held).
+
+        Starting a new run of deferred pending bytes tells ``on_pending``.
+        """
         n = self._pending_len
         if n and (self._pending_seg is not seg or n + size > len(self._pending)):
             self._commit_locked()
@@ -509,6 +508,8 @@ class CommitLog:
             self._pending_seg, self._pending_pos = seg, pos
             if size > len(self._pending):
                 self._pending = bytearray(size)
+            if self.defer_commit and self.on_pending is not None:
+                self.on_pending()
         return n
 
     def commit(self) -> int:

@@ -198,8 +198,6 @@ class FileMessageStore:
         queue.on_new_segment = lambda seg: sync.add_file(seg.start, seg.size, seg.fd)
         # Asked for bytes once they are in the file, whoever waits for them.
         self.commit_log.on_committed = sync.request
-        assert self.group_commit is not None
-        self.group_commit.ask_on_request = False
         return sync
 
     def _synced(self, offset: int) -> None:

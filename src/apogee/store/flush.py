@@ -9,8 +9,9 @@ method, so tests can run a round on their own thread. Imports:
 concurrent.futures).
 
 Group commit: two threads. The sync loop (``apogee.store.group_sync``) makes
-the log durable as far as appends asked, round after round, without waiting
-for anyone. ``request(end_offset)`` asks it and returns a
+the log durable as far as it is asked, round after round, without waiting
+for anyone; its owner asks it as appended bytes reach the file (a sync must
+not run ahead of them). ``request(end_offset)`` returns a
 ``concurrent.futures.Future`` shared by every request until the completion
 thread's next round; that thread wakes when a sync ends (or every 10 ms) and
 completes each generation the syncs cover with PUT_OK, and one not covered
@@ -172,9 +173,6 @@ class GroupCommitService(ServiceThread):
         #: loop clears it and calls ``run_once`` when ``fileno()`` turns readable
         #: (and every few milliseconds, for the deadlines): no thread hop
         self.completion_thread = True
-        #: whether ``request`` asks the sync loop itself; the store clears it and
-        #: asks as appended bytes reach the file (a sync must not run ahead of them)
-        self.ask_on_request = True
 
     def attach(self, sync: Syncer, *, completion_thread: bool = True) -> None:
         """Use ``sync`` (its files registered, ``synced`` at the log's flushed end)."""
@@ -227,8 +225,6 @@ class GroupCommitService(ServiceThread):
                 gen = self._current = _Generation(self._clock.monotonic() + self._timeout_s)
             if end_offset > gen.max_end:  # noqa: PLR1730 - no max() call per request
                 gen.max_end = end_offset
-        if self.ask_on_request and self.sync is not None:
-            self.sync.request(end_offset)
         return gen.future
 
     def waiting(self) -> int:

@@ -40,9 +40,11 @@ def test_one_sync_releases_every_waiter_it_covers(tmp_path: Path) -> None:
     assert service.sync is not None
     futures = [service.request(write(queue, 100)) for _ in range(100)]
     assert len({id(f) for f in futures}) == 1  # one generation, one future
+    assert service.sync.requested == 0  # the owner asks, as bytes reach the file
+    service.sync.request(queue.max_offset)
     loop = threading.Thread(target=service.sync.run)
     loop.start()
-    assert service.sync.wait(0, 5) == 10_000  # asked by the requests
+    assert service.sync.wait(0, 5) == 10_000
     assert not futures[0].done()  # answered by a completion round, not by the loop
     service.run_once()
     assert all(f.result(0) is PutStatus.PUT_OK for f in futures)
@@ -60,6 +62,7 @@ def test_waiters_time_out_when_syncs_do_not_cover_them(tmp_path: Path) -> None:
     service = attached(queue, clock)
     assert service.sync is not None
     fut = service.request(100)
+    service.sync.request(100)
     loop = threading.Thread(target=service.sync.run)
     loop.start()
     for _ in range(500):
@@ -86,8 +89,15 @@ def test_a_waiter_callback_may_request_again(tmp_path: Path) -> None:
     service = attached(queue, FakeClock())
     assert service.sync is not None
     again: list[Future[PutStatus]] = []
+    sync = service.sync
+
+    def request_again(_: object) -> None:
+        again.append(service.request(end := write(queue, 10)))
+        sync.request(end)
+
     first = service.request(write(queue, 10))
-    first.add_done_callback(lambda _: again.append(service.request(write(queue, 10))))
+    sync.request(queue.max_offset)
+    first.add_done_callback(request_again)
     loop = threading.Thread(target=service.sync.run)
     loop.start()
     service.sync.wait(0, 5)
