@@ -2,8 +2,9 @@
 
 Owns: four measurements on real files, no network: single-message appends
 under ASYNC_FLUSH (dispatch included), batches of 100 (batch-body decoding
-included), SYNC_FLUSH with many asyncio writers awaiting group-commit
-futures, and sequential reads through ``get``. Imports: anything below bench.
+included), SYNC_FLUSH with many writers each keeping one put in flight
+on a loop-driven store (as the broker's connections do), and sequential
+reads through ``get``. Imports: anything below bench.
 
 Messages carry realistic properties (a distinct UNIQ_KEY, TAGS, KEYS, WAIT)
 so property parsing is measured too; message objects are built before the
@@ -105,24 +106,23 @@ def bench_batch(root: Path, count: int, body: bytes, size: int) -> float:
 
 async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count: int,
                         writers: int) -> None:  # fmt: skip
+    """``writers`` puts outstanding at all times, each put again once answered.
+
+    Driven as the broker drives its store: a writer is a client connection
+    with one request in flight. Its put is answered by a callback on the
+    group-commit generation (one callback per generation, as SendHandler
+    does), run on this loop when the sync loop's eventfd fires, and the
+    callback makes the writer's next put at once, as the next request would
+    arrive. No task per writer: the figure is the store's, not asyncio's.
+    """
     loop = asyncio.get_running_loop()
-    wrapped: dict[int, asyncio.Future[PutStatus]] = {}
-    remaining = [count]
-
-    def awaitable(fut: Future[PutStatus]) -> asyncio.Future[PutStatus]:
-        # One asyncio future per group-commit generation: every writer of the
-        # generation awaits the same one (as the broker should).
-        key = id(fut)
-        af = wrapped.get(key)
-        if af is None:
-            af = wrapped[key] = asyncio.wrap_future(fut, loop=loop)
-            af.add_done_callback(lambda _: wrapped.pop(key, None))
-        return af
-
-    # As the broker drives its store: one dispatch step (which first writes
-    # the turn's appends to the file) scheduled after the puts of a loop turn.
+    finished = loop.create_future()
+    waiting: dict[Future[PutStatus], list[int]] = {}
+    left = [count, count]  # puts to make, answers to get
     scheduled = [False]
 
+    # One dispatch step (which first writes the turn's appends to the file)
+    # scheduled after the puts of a loop turn.
     def step() -> None:
         scheduled[0] = False
         if store.dispatch_step(4096) >= 4096:
@@ -133,16 +133,33 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
             scheduled[0] = True
             loop.call_soon(step)
 
-    async def writer(w: int) -> None:
-        i = w
-        while remaining[0] > 0:
-            remaining[0] -= 1
-            result = store.put(msgs[i & (POOL - 1)])
-            kick()
-            status = await awaitable(store.flush_future(result))
-            if status is not PutStatus.PUT_OK:
-                raise RuntimeError(f"flush: {status}")
-            i += writers
+    def put(w: int) -> None:
+        if left[0] <= 0:
+            return
+        left[0] -= 1
+        future = store.flush_future(store.put(msgs[(left[0] * writers + w) & (POOL - 1)]))
+        kick()
+        if future.done():  # already durable: answer on the next turn, not recursively
+            loop.call_soon(answered, future, [w])
+        elif (same := waiting.get(future)) is not None:
+            same.append(w)
+        else:
+            waiting[future] = [w]
+            future.add_done_callback(answered_generation)
+
+    def answered_generation(future: Future[PutStatus]) -> None:
+        answered(future, waiting.pop(future))
+
+    def answered(future: Future[PutStatus], ws: list[int]) -> None:
+        status = future.result()
+        if status is not PutStatus.PUT_OK:
+            finished.set_exception(RuntimeError(f"flush: {status}"))
+            return
+        left[1] -= len(ws)
+        if left[1] <= 0 and not finished.done():
+            finished.set_result(None)
+        for w in ws:
+            put(w)
 
     # Waiters are answered on this loop, as the broker does: the sync loop's
     # eventfd wakes it, with no thread in between.
@@ -150,7 +167,9 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
     assert commit is not None
     loop.add_reader(commit.fileno(), commit.run_once)
     try:
-        await asyncio.gather(*(writer(w) for w in range(writers)))
+        for w in range(min(writers, count)):
+            put(w)
+        await finished
     finally:
         loop.remove_reader(commit.fileno())
     while store.dispatch_step(4096):
