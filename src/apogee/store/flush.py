@@ -79,10 +79,14 @@ class ServiceThread:
         if not self._wake.is_set():
             self._wake.set()
 
+    def _wait(self) -> None:
+        """Until there is work, or ``interval_s`` at most."""
+        self._wake.wait(self.interval_s)
+        self._wake.clear()
+
     def _loop(self) -> None:
         while not self._stopped.is_set():
-            self._wake.wait(self.interval_s)
-            self._wake.clear()
+            self._wait()
             if self._stopped.is_set():
                 break
             try:
@@ -232,19 +236,10 @@ class GroupCommitService(ServiceThread):
         with self._lock:
             return len(self._pending) + (self._current is not None)
 
-    def _loop(self) -> None:
+    def _wait(self) -> None:
         sync = self.sync
         assert sync is not None  # start() checked
-        while not self._stopped.is_set():
-            sync.wait(self._synced, self.interval_s)  # without the GIL
-            if self._stopped.is_set():
-                break
-            try:
-                self.run_once()
-                self.rounds += 1
-            except Exception:  # a service must outlive one bad round
-                self.failures += 1
-                log.exception("%s round failed", self.name)
+        sync.wait(self._synced, self.interval_s)  # without the GIL
 
     def run_once(self) -> None:
         """Answer the waiters the syncs so far cover, and those past their deadline."""
