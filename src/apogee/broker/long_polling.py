@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from apogee.protocol.headers import PullMessageRequestHeader
-from apogee.remoting.dispatch import RequestContext
+from apogee.remoting.dispatch import RequestContext, ResponseBatch
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,10 @@ class PullHoldService:
     def _run_ready(self) -> None:
         self._scheduled = False
         ready, self._ready = self._ready, []
-        for pull in ready:
-            self._run(pull)
+        with ResponseBatch() as batch:  # a consumer's woken queues answered in one send
+            for pull in ready:
+                batch.hold(pull.ctx)
+                self._run(pull)
 
     def _run(self, pull: HeldPull) -> None:
         assert self._resume is not None

@@ -7,7 +7,7 @@ installed. The hot path is an asyncio.Protocol (no streams).
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.connection import Connection
-from apogee.remoting.dispatch import HandlerTable, RequestContext
+from apogee.remoting.dispatch import HandlerTable, RequestContext, ResponseBatch
 from apogee.remoting.runner import run
 from apogee.remoting.server import RemotingServer
 
@@ -18,6 +18,7 @@ __all__ = [
     "RemotingClient",
     "RemotingServer",
     "RequestContext",
+    "ResponseBatch",
     "ServerConfig",
     "run",
 ]

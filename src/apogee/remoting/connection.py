@@ -14,7 +14,9 @@ Invariants:
 * A malformed frame or one over the size limit closes this connection only.
 * Writes go out through ``transport.writelines`` so body buffers (memoryviews
   of mapped files) are gathered, not joined. Answers written while the
-  requests of one read are dispatched go out together at the end of it.
+  requests of one read are dispatched go out together at the end of it, and
+  so do writes between ``hold_writes`` and ``release_writes`` (see
+  ``dispatch.ResponseBatch``).
   When the transport's buffer is over its high-water mark, requesters wait
   in ``invoke`` and a server-side connection stops reading until the peer
   drains its answers.
@@ -98,16 +100,13 @@ class Connection(asyncio.Protocol):
             return
         # Answers written while these requests are handled leave in one writev,
         # not one send() each: on loopback a send costs as much as a request.
-        batch: list[Buffer] = []
-        self._batch = batch
+        outermost = self.hold_writes()
         try:
             for cmd in commands:
                 self._on_command(cmd)
         finally:
-            self._batch = None
-            transport = self._transport
-            if batch and transport is not None and not transport.is_closing():
-                transport.writelines(batch)
+            if outermost:
+                self.release_writes()
 
     def _on_command(self, cmd: RemotingCommand) -> None:
         if cmd.flag & FLAG_RESPONSE:
@@ -184,6 +183,24 @@ class Connection(asyncio.Protocol):
         else:
             transport.writelines(encode(cmd))
         self._last_activity = self._loop.time()
+
+    def hold_writes(self) -> bool:
+        """Gather what is written from now on until ``release_writes``.
+
+        False when writes are already held: the caller that held them first
+        releases them.
+        """
+        if self._batch is not None:
+            return False
+        self._batch = []
+        return True
+
+    def release_writes(self) -> None:
+        """Write everything gathered since ``hold_writes``, in one writelines."""
+        batch, self._batch = self._batch, None
+        transport = self._transport
+        if batch and transport is not None and not transport.is_closing():
+            transport.writelines(batch)
 
     def send_response(self, response: RemotingCommand) -> bool:
         """Write an answer; False (and logged) if the connection already closed."""

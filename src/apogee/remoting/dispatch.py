@@ -75,6 +75,40 @@ class RequestContext:
         return self.connection.send_response(response)
 
 
+class ResponseBatch:
+    """Answers to many requests at once, one writelines per connection.
+
+    For answers that become ready together outside a read, such as every
+    send a group commit's sync covered or the parked pulls one dispatch
+    woke: each connection's answers leave in one system call when the batch
+    closes, not one each.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: list[Connection] = []
+
+    def __enter__(self) -> ResponseBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held, self._held = self._held, []
+        for connection in held:
+            connection.release_writes()
+
+    def hold(self, ctx: RequestContext) -> None:
+        """Whatever is written to ``ctx``'s connection waits for the batch to close."""
+        connection = ctx.connection
+        if connection.hold_writes():
+            self._held.append(connection)
+
+    def respond(self, ctx: RequestContext, response: RemotingCommand) -> bool:
+        """``ctx.respond(response)``, written when the batch closes."""
+        self.hold(ctx)
+        return ctx.respond(response)
+
+
 @dataclass(slots=True)
 class HandlerGroup:
     """Handlers sharing ``concurrency`` running slots and a waiting line."""

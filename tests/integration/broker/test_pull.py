@@ -160,6 +160,33 @@ async def test_a_long_poll_is_answered_when_a_message_arrives(
     assert len(broker.holds) == 0
 
 
+async def test_parked_pulls_of_one_connection_woken_together_each_get_their_answer(
+    broker: Broker, client: RemotingClient
+) -> None:
+    # Four queues parked on one connection; one dispatch wakes them all and
+    # their answers leave together: each with its own queue's message.
+    await send(client, broker.address, "T4", b"first", queue_id=0)  # creates the topic
+    flags = SUSPEND | SUBSCRIPTION
+    parked = [
+        asyncio.ensure_future(
+            pull(client, broker.address, "T4", q, int(q == 0), sys_flag=flags, suspend_ms=60_000)
+        )
+        for q in range(4)
+    ]
+    while len(broker.holds) < 4:
+        await asyncio.sleep(0.01)
+    async with RemotingClient() as producer:
+        sent = [
+            send(producer, broker.address, "T4", f"to {q}".encode(), queue_id=q) for q in range(4)
+        ]
+        assert all(a.code == ResponseCode.SUCCESS for a in await asyncio.gather(*sent))
+    answers = await asyncio.wait_for(asyncio.gather(*parked), 10)
+    for q, answer in enumerate(answers):
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert [r.body for r in iter_records(answer.body_bytes())] == [f"to {q}".encode()]
+    assert len(broker.holds) == 0
+
+
 async def test_a_long_poll_ignores_arrivals_its_filter_rejects(
     broker: Broker, client: RemotingClient
 ) -> None:

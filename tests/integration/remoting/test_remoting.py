@@ -26,6 +26,7 @@ from apogee.remoting import (
     RemotingClient,
     RemotingServer,
     RequestContext,
+    ResponseBatch,
     ServerConfig,
 )
 
@@ -321,6 +322,41 @@ async def test_parked_request_answered_later(
     assert ctx.respond(RemotingCommand(ResponseCode.PULL_NOT_FOUND, remark="later"))
     resp = await pending
     assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.remark == "later"
+
+
+async def test_a_response_batch_sends_each_connections_answers_when_it_closes(
+    server: RemotingServer, harness: Harness
+) -> None:
+    # Two connections, three parked requests on each; every answer is
+    # written inside one batch: nothing reaches either peer before the batch
+    # closes, then each gets its three answers, opaques intact.
+    peers = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(2)]
+    try:
+        for n, (_, writer) in enumerate(peers):
+            frames = [RemotingCommand.request(PARK) for _ in range(3)]
+            for i, frame in enumerate(frames):
+                frame.opaque = 10 * n + i
+            writer.write(b"".join(encode_bytes(f) for f in frames))
+            await writer.drain()
+        while len(harness.parked) < 6:
+            await asyncio.sleep(0.01)
+        with ResponseBatch() as batch:
+            for ctx in harness.parked:
+                assert batch.respond(ctx, RemotingCommand(ResponseCode.SUCCESS, remark="held"))
+            for reader, _ in peers:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(reader.read(1), 0.05)
+        for n, (reader, _) in enumerate(peers):
+            decoder = FrameDecoder()
+            answers: list[RemotingCommand] = []
+            while len(answers) < 3:
+                answers += decoder.feed(await asyncio.wait_for(reader.read(65536), 3))
+            assert sorted(a.opaque for a in answers) == [10 * n, 10 * n + 1, 10 * n + 2]
+            assert all(a.is_response and a.remark == "held" for a in answers)
+    finally:
+        for _, writer in peers:
+            writer.close()
+            await writer.wait_closed()
 
 
 # -- bad peers, idle, close --------------------------------------------------------------

@@ -69,7 +69,7 @@ from apogee.model.topic import (
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
 from apogee.remoting.connection import Connection
-from apogee.remoting.dispatch import RequestContext
+from apogee.remoting.dispatch import RequestContext, ResponseBatch
 from apogee.store.config import FlushDiskType
 from apogee.store.interface import MessageStore
 from apogee.store.results import PutResult, PutStatus
@@ -411,8 +411,9 @@ class SendHandler:
 
     def _flushed(self, future: Future[PutStatus]) -> None:
         status = future.result()
-        for ctx, result, queue_id, tx_id in self._flushing.pop(future, ()):
-            ctx.respond(self._response(ctx.request, status, result, queue_id, tx_id))
+        with ResponseBatch() as batch:  # a connection's answers in one send
+            for ctx, result, queue_id, tx_id in self._flushing.pop(future, ()):
+                batch.respond(ctx, self._response(ctx.request, status, result, queue_id, tx_id))
 
     @property
     def waiting_for_flush(self) -> int:
