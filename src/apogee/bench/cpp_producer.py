@@ -1,7 +1,8 @@
 """One load-generating process: C++ client producer threads sending one message at a time.
 
 Usage: ``python -m apogee.bench.cpp_producer '<json spec>'`` with ``namesrv``, ``topic``,
-``threads``, ``seconds``, ``warmup_s``, ``body_size``, ``group`` and ``latency_file``.
+``threads``, ``seconds``, ``warmup_s``, ``body_size``, ``group``, ``latency_file`` and
+optionally ``stamp`` (each send carries the property ``t``, its ``time.time_ns()``).
 Imports: the standard library and the ``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``, a dev
 extra) only, so that the process carries nothing but the client.
 
@@ -42,6 +43,7 @@ _PROTOTYPES: dict[str, tuple[list[Any], Any]] = {
     "DestroyMessage": ([_P], _I),
     "SetByteMessageBody": ([_P, _S, _I], _I),
     "SetMessageTags": ([_P, _S], _I),
+    "SetMessageProperty": ([_P, _S, _S], _I),
     "CreateProducer": ([_S], _P),
     "StartProducer": ([_P], _I),
     "ShutdownProducer": ([_P], _I),
@@ -80,12 +82,15 @@ class Sender:
         result = CSendResult()
         ref = ctypes.byref(result)
         send, producer, clock = dll.SendMessageSync, self.producer, time.perf_counter
+        stamp, set_property = bool(self.spec.get("stamp")), dll.SetMessageProperty
         out = self.latencies_us
         try:
             while True:
                 t0 = clock()
                 if t0 >= end:
                     break
+                if stamp:  # for the end-to-end latency a consumer measures
+                    set_property(msg, b"t", str(time.time_ns()).encode())
                 status = send(producer, msg, ref)
                 t1 = clock()
                 if t0 < begin or t1 > end:
@@ -144,9 +149,10 @@ def main(raw: str) -> None:
     producers = [_producer(spec, i) for i in range((count + per_producer - 1) // per_producer)]
     for producer in producers:
         _warm(producer, spec)
-    now = time.perf_counter()
-    begin = now + float(spec.get("warmup_s", 1.0))
-    bounds = (begin, begin + float(spec["seconds"]))
+    now, now_ns = time.perf_counter(), time.time_ns()
+    warmup_s, seconds = float(spec.get("warmup_s", 1.0)), float(spec["seconds"])
+    begin = now + warmup_s
+    bounds = (begin, begin + seconds)
     senders = [Sender(producers[i // per_producer], spec, bounds) for i in range(count)]
     threads = [threading.Thread(target=sender.run, daemon=True) for sender in senders]
     for thread in threads:
@@ -161,6 +167,8 @@ def main(raw: str) -> None:
         "sent": sum(sender.sent for sender in senders),
         "failed": sum(sender.failed for sender in senders),
         "first_error": errors[0] if errors else None,
+        # the measured window in wall-clock ns, to match what a consumer saw
+        "window_ns": [now_ns + int(warmup_s * 1e9), now_ns + int((warmup_s + seconds) * 1e9)],
     }
     print(json.dumps(summary), flush=True)
     # The client keeps non-daemon threads and may hang in shutdown; leave once it is asked.

@@ -1,11 +1,11 @@
 """``apogee bench produce``: C++ client producers against a broker, one message at a time.
 
-Owns: starting a throw-away name server and broker (``apogee namesrv`` / ``apogee broker``
-processes on free ports, store in a temporary directory) unless ``--namesrv`` names a running
-cluster; running ``apogee.bench.cpp_producer`` processes for each thread count; and the
-report: messages/s, p50/p99 send latency, failures, and the broker's CPU use when this
-command started it. Imports: the standard library, click and ``apogee.bench.cpp_producer``'s
-command line (never its module: it loads librocketmq).
+Owns: running ``apogee.bench.cpp_producer`` processes for each thread count against a
+throw-away cluster (``apogee.bench.cluster``, store in a temporary directory) unless
+``--namesrv`` names a running one; and the report: messages/s, p50/p99 send latency,
+failures, and the broker's CPU use when this command started it. Imports: the standard
+library, click, ``apogee.bench.cluster`` and ``apogee.bench.cpp_producer``'s command line
+(never its module: it loads librocketmq).
 
 Needs PyPI ``rocketmq==0.4.4`` (the dev extra). Measures, never asserts.
 """
@@ -15,21 +15,17 @@ from __future__ import annotations
 import array
 import contextlib
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+from apogee.bench.cluster import cluster, cpu_seconds, percentile
 
 
 @dataclass(frozen=True)
@@ -41,71 +37,6 @@ class Round:
     sent: int
     failed: int
     broker_cpu_percent: float | None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"a cluster process exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise click.ClickException(f"nothing listens on 127.0.0.1:{port}")
-
-
-@contextlib.contextmanager
-def _cluster(root: Path, flush: str) -> Iterator[tuple[str, int]]:
-    """A name server and a broker as processes; yields (namesrv address, broker pid)."""
-    ns_port, broker_port = _free_port(), _free_port()
-    conf = root / "broker.conf"
-    conf.write_text(f"brokerIP1=127.0.0.1\nflushDiskType={flush}\n")
-    log = open(root / "cluster.log", "wb")  # noqa: SIM115  # shared by both children
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for args, port in (
-            (["namesrv", "--listen", f"127.0.0.1:{ns_port}", "--kv-config",
-              str(root / "kv.json")], ns_port),
-            (["broker", "--namesrv", f"127.0.0.1:{ns_port}", "--listen",
-              f"127.0.0.1:{broker_port}", "--store", str(root / "store"), "-c", str(conf),
-              "--log-level", "WARNING"], broker_port),
-        ):  # fmt: skip
-            proc = subprocess.Popen([sys.executable, "-m", "apogee", *args], stdout=log, stderr=log)
-            procs.append(proc)
-            _wait_listening(port, proc)
-        yield f"127.0.0.1:{ns_port}", procs[1].pid
-    finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
-
-
-def _cpu_seconds(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
-
-
-def _percentile(sorted_us: array.array[int], q: float) -> float:
-    if not sorted_us:
-        return float("nan")
-    return sorted_us[min(len(sorted_us) - 1, int(q * len(sorted_us)))] / 1000
 
 
 @dataclass(frozen=True)
@@ -148,9 +79,9 @@ def _start_senders(
 def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Round:
     senders = _start_senders(load, threads, work)
     time.sleep(load.warmup_s)
-    cpu_before, wall_before = _cpu_seconds(broker_pid), time.monotonic()
+    cpu_before, wall_before = cpu_seconds(broker_pid), time.monotonic()
     time.sleep(load.seconds)
-    cpu_after, wall_after = _cpu_seconds(broker_pid), time.monotonic()
+    cpu_after, wall_after = cpu_seconds(broker_pid), time.monotonic()
     sent = failed = 0
     latencies: array.array[int] = array.array("I")
     for latency_file, proc in senders:
@@ -169,8 +100,8 @@ def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Roun
     return Round(
         threads,
         round(sent / load.seconds, 1),
-        round(_percentile(ordered, 0.5), 3),
-        round(_percentile(ordered, 0.99), 3),
+        round(percentile(ordered, 0.5), 3),
+        round(percentile(ordered, 0.99), 3),
         sent,
         failed,
         cpu,
@@ -216,7 +147,7 @@ def produce_bench(
     try:
         with contextlib.ExitStack() as stack:
             if namesrv is None:
-                namesrv, broker_pid = stack.enter_context(_cluster(work, flush))
+                namesrv, broker_pid = stack.enter_context(cluster(work, flush))
             load = Load(namesrv, topic, seconds, warmup, body_size, processes, per_producer)
             rounds = [_round(load, n, broker_pid, work) for n in counts]
     finally:

@@ -13,6 +13,8 @@ from apogee.cli.main import LazyGroup
 BENCH_COMMANDS: dict[str, str] = {}
 BENCH_COMMANDS["store"] = "apogee.bench.store:store_bench"
 BENCH_COMMANDS["produce"] = "apogee.bench.produce:produce_bench"
+BENCH_COMMANDS["consume"] = "apogee.bench.consume:consume_bench"
+BENCH_COMMANDS["e2e"] = "apogee.bench.e2e:e2e_bench"
 
 
 @click.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)

@@ -56,3 +56,24 @@ def test_bench_produce_sends_through_the_cpp_client() -> None:
     assert only["threads"] == 2
     assert only["sent"] > 0, only
     assert only["p50_ms"] > 0 and only["p99_ms"] >= only["p50_ms"]
+
+
+def test_bench_consume_drains_the_preloaded_topic_through_the_cpp_client() -> None:
+    out = apogee("bench", "consume", "--json", "--messages", "500", "--threads", "2")
+
+    assert out["received"] == 500  # as many deliveries as messages preloaded
+    assert isinstance(out["consume_msgs_per_s"], float) and out["consume_msgs_per_s"] > 0
+    assert isinstance(out["preload_msgs_per_s"], float) and out["preload_msgs_per_s"] > 0
+    assert out["broker_cpu_percent"] is not None
+
+
+def test_bench_e2e_times_messages_from_send_to_delivery() -> None:
+    out = apogee("bench", "e2e", "--json", "--threads", "2", "--seconds", "1", "--warmup", "0.3")
+
+    sent, delivered = out["sent_msgs_per_s"], out["delivered_msgs_per_s"]  # per 1 s: counts
+    assert isinstance(sent, float) and isinstance(delivered, float) and sent > 0, out
+    # Every message sent in the window was delivered. Delivered counts the sends begun in
+    # it, sent those also answered in it: each of the 2 threads may have one more begun.
+    assert sent - 1 <= delivered <= sent + 2 + 1, out
+    assert 0 < out["e2e_p50_ms"] <= out["e2e_p99_ms"]  # type: ignore[operator]
+    assert 0 < out["send_p50_ms"] <= out["send_p99_ms"]  # type: ignore[operator]
