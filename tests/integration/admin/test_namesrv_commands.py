@@ -8,7 +8,7 @@ from apogee.remoting.client import RemotingClient
 from apogee.testing.namesrv import get_route, register_broker, running_namesrv
 from tests.integration.admin.helpers import AdminCli, closed_port, json_of
 
-BROKER_A = "127.0.0.1:10911"
+BROKER_A = f"127.0.0.1:{closed_port()}"  # nothing listens: not even a local broker on 10911
 
 
 async def _two_clusters(client: RemotingClient, ns: str, broker_b: str) -> None:
