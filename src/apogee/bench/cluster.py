@@ -2,7 +2,8 @@
 
 Owns: starting a name server and a broker as ``apogee`` processes on free
 ports (store in a given directory) and stopping them; a process's CPU
-seconds from /proc; percentiles of sorted microsecond samples. Imports: the
+seconds from /proc; percentiles of sorted microsecond samples; the options
+naming the cluster (``--namesrv``, ``--flush``). Imports: the
 standard library and click.
 """
 
@@ -22,6 +23,17 @@ from pathlib import Path
 import click
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+namesrv_option = click.option(
+    "--namesrv", default=None, help="A running cluster's name server (default: start one)."
+)
+flush_option = click.option(
+    "--flush",
+    type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
+    default="ASYNC_FLUSH",
+    show_default=True,
+    help="flushDiskType of the broker this command starts.",
+)
 
 
 def _free_port() -> int:

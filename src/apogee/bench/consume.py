@@ -29,7 +29,7 @@ from typing import Any
 import click
 import uvloop
 
-from apogee.bench.cluster import cluster, cpu_seconds
+from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
 from apogee.model.message import Message
@@ -106,9 +106,7 @@ def _consume(target: Target, messages: int, threads: int, work: Path) -> dict[st
 
 
 @click.command("consume")
-@click.option(
-    "--namesrv", default=None, help="A running cluster's name server (default: start one)."
-)
+@namesrv_option
 @click.option("--messages", default=200_000, show_default=True, help="Messages preloaded.")
 @click.option("--threads", default=4, show_default=True, help="The consumer's thread pool.")
 @click.option("--queues", default=8, show_default=True, help="Queues of the topic.")

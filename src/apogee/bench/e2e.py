@@ -29,7 +29,7 @@ from typing import Any
 import click
 import uvloop
 
-from apogee.bench.cluster import cluster, percentile
+from apogee.bench.cluster import cluster, flush_option, namesrv_option, percentile
 from apogee.bench.consume import Target, create_topic
 from apogee.client.broker_api import BrokerApi
 from apogee.remoting.client import RemotingClient
@@ -107,9 +107,7 @@ def _run(target: Target, options: dict[str, Any], work: Path) -> dict[str, Any]:
 
 
 @click.command("e2e")
-@click.option(
-    "--namesrv", default=None, help="A running cluster's name server (default: start one)."
-)
+@namesrv_option
 @click.option("--threads", default=8, show_default=True, help="Sender threads.")
 @click.option("--consumer-threads", default=4, show_default=True)
 @click.option("--seconds", default=10.0, show_default=True, help="Measured sending time.")
@@ -117,13 +115,7 @@ def _run(target: Target, options: dict[str, Any], work: Path) -> dict[str, Any]:
 @click.option("--queues", default=8, show_default=True, help="Queues of the topic.")
 @click.option("--body-size", default=1024, show_default=True, help="Message body bytes.")
 @click.option("--topic", default="BenchE2E", show_default=True)
-@click.option(
-    "--flush",
-    type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
-    default="ASYNC_FLUSH",
-    show_default=True,
-    help="flushDiskType of the broker this command starts.",
-)
+@flush_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def e2e_bench(
     *, namesrv: str | None, queues: int, topic: str, flush: str, as_json: bool, **options: Any

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from apogee.bench.cluster import cluster, cpu_seconds, percentile
+from apogee.bench.cluster import cluster, cpu_seconds, flush_option, namesrv_option, percentile
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,7 @@ def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Roun
 
 
 @click.command("produce")
-@click.option(
-    "--namesrv", default=None, help="A running cluster's name server (default: start one)."
-)
+@namesrv_option
 @click.option("--threads", default="1,8,32", show_default=True, help="Sender thread counts.")
 @click.option("--processes", default=1, show_default=True, help="Producer processes per round.")
 @click.option("--seconds", default=10.0, show_default=True, help="Measured time per round.")
@@ -119,13 +117,7 @@ def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Roun
 @click.option("--per-producer", default=8, show_default=True, help="Threads per C++ producer.")
 @click.option("--body-size", default=1024, show_default=True, help="Message body bytes.")
 @click.option("--topic", default="BenchProduce", show_default=True)
-@click.option(
-    "--flush",
-    type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
-    default="ASYNC_FLUSH",
-    show_default=True,
-    help="flushDiskType of the broker this command starts.",
-)
+@flush_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def produce_bench(
     *,
