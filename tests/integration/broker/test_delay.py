@@ -14,12 +14,11 @@ import orjson
 from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
 from apogee.codes import RequestCode, ResponseCode
-from apogee.errors import TopicNotExistError
 from apogee.model.message import Message, MessageExt
-from apogee.model.results import PullStatus
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import eventually, run_broker
+from apogee.testing.reading import read_queue
 
 LEVELS = "1s 2s 3s " + " ".join(["1s"] * 15)
 
@@ -27,17 +26,7 @@ LEVELS = "1s 2s 3s " + " ".join(["1s"] * 15)
 async def read_all(
     api: BrokerApi, broker: Broker, topic: str, queue_id: int = 0
 ) -> list[MessageExt]:
-    out: list[MessageExt] = []
-    offset = 0
-    while True:
-        try:
-            result = await api.pull(broker.address, "TOOLS_CONSUMER", topic, queue_id, offset)
-        except TopicNotExistError:
-            return out
-        if result.status is not PullStatus.FOUND:
-            return out
-        out += result.messages
-        offset = result.next_begin_offset
+    return await read_queue(api, broker.address, topic, queue_id)
 
 
 async def arrive(

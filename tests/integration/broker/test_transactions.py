@@ -28,7 +28,7 @@ from apogee.client.transaction import (
     send_half,
 )
 from apogee.codes import RequestCode, ResponseCode
-from apogee.errors import BrokerResponseError, NoPermissionError, TopicNotExistError
+from apogee.errors import BrokerResponseError, NoPermissionError
 from apogee.model.client import HeartbeatData, ProducerData
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
@@ -37,11 +37,12 @@ from apogee.model.message import (
     MessageExt,
 )
 from apogee.model.msgid import parse_offset_msg_id
-from apogee.model.results import PullStatus, SendResult
+from apogee.model.results import SendResult
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.dispatch import HandlerTable
 from apogee.testing.cluster import eventually, run_broker
+from apogee.testing.reading import read_queue
 
 GROUP = "tx-pg"
 TOPIC = "TxTopic"
@@ -98,17 +99,7 @@ async def producer() -> AsyncIterator[Producer]:
 async def read_all(
     api: BrokerApi, broker: Broker, topic: str = TOPIC, queue_id: int = 1
 ) -> list[MessageExt]:
-    out: list[MessageExt] = []
-    offset = 0
-    while True:
-        try:
-            result = await api.pull(broker.address, "TOOLS_CONSUMER", topic, queue_id, offset)
-        except TopicNotExistError:
-            return out
-        if result.status is not PullStatus.FOUND:
-            return out
-        out += result.messages
-        offset = result.next_begin_offset
+    return await read_queue(api, broker.address, topic, queue_id)
 
 
 async def settle(api: BrokerApi, broker: Broker, marker: bytes) -> list[MessageExt]:

@@ -10,27 +10,16 @@ from collections import Counter
 from pathlib import Path
 
 from apogee.client.broker_api import BrokerApi
-from apogee.errors import TopicNotExistError
 from apogee.model.message import Message
-from apogee.model.results import PullStatus
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.reading import read_queue
 
 LEVELS = "1s 6s " + " ".join(["1s"] * 16)
 
 
 async def delivered(api: BrokerApi, addr: str) -> list[str]:
-    out: list[str] = []
-    offset = 0
-    while True:
-        try:
-            result = await api.pull(addr, "TOOLS_CONSUMER", "T1", 0, offset)
-        except TopicNotExistError:
-            return out
-        if result.status is not PullStatus.FOUND:
-            return out
-        out += [m.body.decode() for m in result.messages]
-        offset = result.next_begin_offset
+    return [m.body.decode() for m in await read_queue(api, addr, "T1", 0)]
 
 
 async def test_a_crash_redelivers_at_most_what_was_unsaved_and_loses_nothing(

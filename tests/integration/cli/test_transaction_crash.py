@@ -20,31 +20,21 @@ from apogee.client.transaction import (
     end_transaction,
     send_half,
 )
-from apogee.errors import TopicNotExistError
 from apogee.model.client import HeartbeatData, ProducerData
 from apogee.model.message import Message, MessageExt
-from apogee.model.results import PullStatus, SendResult
+from apogee.model.results import SendResult
 from apogee.model.topic import TRANS_HALF_TOPIC
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.dispatch import HandlerTable
 from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.reading import read_queue
 
 GROUP = "tx-pg"
 FAST_CHECKS = {"transactionCheckInterval": "150", "transactionTimeOut": "100"}
 
 
 async def delivered(api: BrokerApi, addr: str, topic: str = "TxTopic") -> list[bytes]:
-    out: list[bytes] = []
-    offset = 0
-    while True:
-        try:
-            result = await api.pull(addr, "TOOLS_CONSUMER", topic, 0, offset)
-        except TopicNotExistError:
-            return out
-        if result.status is not PullStatus.FOUND:
-            return out
-        out += [m.body for m in result.messages]
-        offset = result.next_begin_offset
+    return [m.body for m in await read_queue(api, addr, topic, 0)]
 
 
 @asynccontextmanager
