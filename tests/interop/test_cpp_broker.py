@@ -17,6 +17,7 @@ import pytest
 
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
 from apogee.testing.cpp import CppProcess, CppRun, run_cpp, start_cpp
+from tests.interop.helpers import process_cluster, produce
 
 pytestmark = pytest.mark.interop
 
@@ -24,23 +25,7 @@ pytestmark = pytest.mark.interop
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
     """One name server and one broker for the module; each test uses its own topics."""
-    root = tmp_path_factory.mktemp("cpp-cluster")
-    with NamesrvProcess(root / "ns") as ns:
-        broker = BrokerProcess(root / "store", ns.address)
-        broker.start()
-        try:
-            yield ns.address, broker
-        finally:
-            assert broker.stop() == 0, broker.log_text()
-
-
-async def produce(namesrv: str, topic: str, count: int, **spec: Any) -> CppRun:
-    run = await run_cpp(
-        {"action": "produce", "namesrv": namesrv, "topic": topic, "count": count, **spec},
-        timeout_s=30,
-    )
-    assert run.returncode == 0, run.describe()
-    return run
+    yield from process_cluster(tmp_path_factory.mktemp("cpp-cluster"))
 
 
 async def pull_all(namesrv: str, topic: str, until: int, **spec: Any) -> CppRun:

@@ -22,8 +22,9 @@ from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.topic import TopicConfig
 from apogee.protocol.bodies import LockBatchRequestBody
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
-from apogee.testing.cpp import CppProcess, CppRun, Line, run_cpp, start_cpp
+from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.cpp import CppProcess, Line, run_cpp, start_cpp
+from tests.interop.helpers import process_cluster, produce
 
 pytestmark = pytest.mark.interop
 
@@ -33,23 +34,7 @@ CLUSTER = "DefaultCluster"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
-    root = tmp_path_factory.mktemp("cpp-retry")
-    with NamesrvProcess(root / "ns") as ns:
-        broker = BrokerProcess(root / "store", ns.address, properties={"messageDelayLevel": LEVELS})
-        broker.start()
-        try:
-            yield ns.address, broker
-        finally:
-            assert broker.stop() == 0, broker.log_text()
-
-
-async def produce(namesrv: str, topic: str, count: int, **spec: Any) -> CppRun:
-    run = await run_cpp(
-        {"action": "produce", "namesrv": namesrv, "topic": topic, "count": count, **spec},
-        timeout_s=30,
-    )
-    assert run.returncode == 0, run.describe()
-    return run
+    yield from process_cluster(tmp_path_factory.mktemp("cpp-retry"), {"messageDelayLevel": LEVELS})
 
 
 async def prepare_group(namesrv: str, group: str, **config: Any) -> None:
