@@ -39,6 +39,7 @@ is asked (``on_committed``) only for bytes already in the file.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -49,7 +50,7 @@ from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
 from apogee._util.native import speedups
-from apogee.errors import StoreError
+from apogee.errors import DiskFullError, StoreError
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -184,6 +185,46 @@ def _illegal(reason: str) -> PutResult:
     return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)
 
 
+# What the record encoders raise for a number that does not fit its field
+# (struct.error from the Python twins, OverflowError from the compiled ones).
+_ENCODE_ERRORS = (struct.error, OverflowError, ValueError, TypeError)
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _out_of_range(fields: list[tuple[str, int, tuple[int, int]]]) -> str | None:
+    for name, value, (low, high) in fields:
+        if not low <= value <= high:
+            bits = 32 if high == _INT32[1] else 64
+            return f"{name} {value} does not fit a signed {bits}-bit field"
+    return None
+
+
+def _unencodable(msg: StoreMessage) -> str | None:
+    """Which field of ``msg`` cannot be stored (the slow path after an encode failed)."""
+    return _out_of_range([
+        ("queue_id", msg.queue_id, _INT32), ("flag", msg.flag, _INT32),
+        ("sys_flag", msg.sys_flag, _INT32), ("born_timestamp", msg.born_timestamp, _INT64),
+        ("reconsume_times", msg.reconsume_times, _INT32),
+        ("prepared_transaction_offset", msg.prepared_transaction_offset, _INT64),
+    ])  # fmt: skip
+
+
+def _unencodable_batch(batch: StoreBatch) -> str | None:
+    """Which field of ``batch`` cannot be stored (the slow path after an encode failed)."""
+    problem = _out_of_range([
+        ("queue_id", batch.queue_id, _INT32), ("sys_flag", batch.sys_flag, _INT32),
+        ("born_timestamp", batch.born_timestamp, _INT64),
+        ("reconsume_times", batch.reconsume_times, _INT32),
+    ])  # fmt: skip
+    if problem is None:
+        for i, item in enumerate(batch.items):
+            problem = _out_of_range([(f"flag of item {i}", item[0], _INT32)])
+            if problem is not None:
+                break
+    return problem
+
+
 class CommitLog:
     """Segments of ``<root>/commitlog`` plus the append and read logic."""
 
@@ -228,6 +269,8 @@ class CommitLog:
         self.defer_commit = False
         #: told the end offset of the bytes each commit put in the file
         self.on_committed: Callable[[int], None] | None = None
+        #: told why, when a put finds no room on disk for the next file
+        self.on_disk_full: Callable[[str], None] | None = None
         #: called (with the put lock held) when a deferred append finds no
         #: pending bytes: the owner schedules its next ``commit``
         self.on_pending: Callable[[], None] | None = None
@@ -317,45 +360,60 @@ class CommitLog:
             return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
         with self.put_lock:
             self._lock_begin_ms = now = self._now()
-            segs = self.queue.segments
-            seg = segs[-1] if segs else None
-            pos = seg.wrote if seg is not None else -1
-            if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+            try:
+                segs = self.queue.segments
+                seg = segs[-1] if segs else None
+                pos = seg.wrote if seg is not None else -1
+                if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+                    try:
+                        seg, pos = self._room_for(size)
+                    except StoreError as exc:
+                        return self._roll_failed(exc)
+                phys = seg.start + pos
+                key = (topic, qid)
+                qoff = self.topic_queue_table.get(key, 0) if indexed else 0
+                # fmt: off
                 try:
-                    seg, pos = self._room_for(size)
-                except StoreError as exc:
-                    self._lock_begin_ms = 0
-                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
-            phys = seg.start + pos
-            key = (topic, qid)
-            qoff = self.topic_queue_table.get(key, 0) if indexed else 0
-            # fmt: off
-            if self.write_through:
-                at = self._pending_at(seg, pos, size)
-                _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
-                        msg.born_timestamp, born, now, store, msg.reconsume_times, prepared, body,
-                        tfield, props, crc)
-                self._pending_len = at + size
-            else:
-                _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag, msg.born_timestamp,
-                        born, now, store, msg.reconsume_times, prepared, body, tfield, props, crc)
-            # fmt: on
-            seg.wrote = pos + size
-            if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
-                self.on_prefault_due()
-            if indexed:
-                self.topic_queue_table[key] = qoff + 1
-            self.last_store_timestamp = now
-            self.appended_msgs += 1
-            if topic == SCHEDULE_TOPIC:
-                code = index_fields(topic, text, now, self._delays)[0]
-            self.handoff.append(
-                (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
-            )
-            if self._pending_len and not self.defer_commit:
-                self._commit_locked()
-            self._lock_begin_ms = 0
+                    if self.write_through:
+                        at = self._pending_at(seg, pos, size)
+                        _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
+                                msg.born_timestamp, born, now, store, msg.reconsume_times,
+                                prepared, body, tfield, props, crc)
+                        self._pending_len = at + size
+                    else:
+                        _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag,
+                                msg.born_timestamp, born, now, store, msg.reconsume_times,
+                                prepared, body, tfield, props, crc)
+                except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
+                    return _illegal(_unencodable(msg) or f"cannot encode the message: {exc}")
+                # fmt: on
+                seg.wrote = pos + size
+                if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
+                    self.on_prefault_due()
+                if indexed:
+                    self.topic_queue_table[key] = qoff + 1
+                self.last_store_timestamp = now
+                self.appended_msgs += 1
+                if topic == SCHEDULE_TOPIC:
+                    code = index_fields(topic, text, now, self._delays)[0]
+                self.handoff.append(
+                    (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
+                )
+                if self._pending_len and not self.defer_commit:
+                    self._commit_locked()
+            finally:
+                # Whatever happened, the writer has left: a stamp left behind
+                # would make every later put look stuck (OS_PAGECACHE_BUSY).
+                self._lock_begin_ms = 0
         return PutResult(_PUT_OK, phys, size, qoff, 1, now, store)
+
+    def _roll_failed(self, exc: StoreError) -> PutResult:
+        """The result of a put that found no file to go to."""
+        if isinstance(exc, DiskFullError):
+            if self.on_disk_full is not None:
+                self.on_disk_full(str(exc))
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"the disk is full: {exc}")
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
 
     def _refuse(self, msg: StoreMessage, size: int, props_len: int) -> PutResult:
         """Why a message that failed the quick size checks cannot be stored."""
@@ -389,7 +447,7 @@ class CommitLog:
             pos = 0
         return seg, pos
 
-    def append_batch(self, batch: StoreBatch) -> PutResult:
+    def append_batch(self, batch: StoreBatch) -> PutResult:  # noqa: PLR0915
         """Append a batch to one topic queue: consecutive offsets, one file, one lock."""
         tfield = self._topic_field(batch.topic)
         if not tfield:
@@ -423,33 +481,37 @@ class CommitLog:
             now = self.clock.now_ms()
             self._lock_begin_ms = now
             try:
-                seg, pos = self._room_for(total)
-            except StoreError as exc:
+                try:
+                    seg, pos = self._room_for(total)
+                except StoreError as exc:
+                    return self._roll_failed(exc)
+                first = self.topic_queue_table.get(key, 0)
+                buf: bytearray | memoryview
+                if self.write_through:
+                    at = self._pending_at(seg, pos, total)
+                    buf, base = self._pending, seg.start + pos - at
+                else:
+                    buf, at, base = seg.view, pos, seg.start
+                try:
+                    offsets, entries = _encode_batch(
+                        buf, at, base, qid, first, sys_flag, batch.born_timestamp, born, now,
+                        store, batch.reconsume_times, tfield, records, index, batch.topic,
+                    )  # fmt: skip
+                except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
+                    return _illegal(_unencodable_batch(batch) or f"cannot encode the batch: {exc}")
+                if self.write_through:
+                    self._pending_len = at + total
+                    if not self.defer_commit:
+                        self._commit_locked()
+                seg.wrote = pos + total
+                self.handoff.extend(entries)
+                self.topic_queue_table[key] = first + len(offsets)
+                self.last_store_timestamp = now
+                self.appended_msgs += len(offsets)
+                if pos + total > seg.prefaulted - self._low_water and self.on_prefault_due:
+                    self.on_prefault_due()
+            finally:
                 self._lock_begin_ms = 0
-                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(exc))
-            first = self.topic_queue_table.get(key, 0)
-            buf: bytearray | memoryview
-            if self.write_through:
-                at = self._pending_at(seg, pos, total)
-                buf, base = self._pending, seg.start + pos - at
-            else:
-                buf, at, base = seg.view, pos, seg.start
-            offsets, entries = _encode_batch(
-                buf, at, base, qid, first, sys_flag, batch.born_timestamp, born, now, store,
-                batch.reconsume_times, tfield, records, index, batch.topic,
-            )  # fmt: skip
-            if self.write_through:
-                self._pending_len = at + total
-                if not self.defer_commit:
-                    self._commit_locked()
-            seg.wrote = pos + total
-            self.handoff.extend(entries)
-            self.topic_queue_table[key] = first + len(offsets)
-            self.last_store_timestamp = now
-            self.appended_msgs += len(offsets)
-            if pos + total > seg.prefaulted - self._low_water and self.on_prefault_due:
-                self.on_prefault_due()
-            self._lock_begin_ms = 0
         return PutResult(
             _PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
