@@ -81,12 +81,21 @@ def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingComman
         remark = str(remark)
     language = obj.get("language")
     version, opaque, flag = obj.get("version"), obj.get("opaque"), obj.get("flag")
+    # Each is a Java int: a value that does not fit could never be answered.
+    if type(opaque) is not int or not _INT_MIN <= opaque <= _INT_MAX:
+        opaque = _int_field(obj, "opaque")
+    if type(version) is not int or not _INT_MIN <= version <= _INT_MAX:
+        version = _int_field(obj, "version")
+    if type(flag) is not int or not _INT_MIN <= flag <= _INT_MAX:
+        flag = _int_field(obj, "flag")
+    if not _INT_MIN <= code <= _INT_MAX:
+        raise ProtocolError(f"JSON header 'code' does not fit a 32-bit int: {code}")
     return new_command(
         code,
         (type(language) is str and _LANGUAGE_BY_NAME.get(language)) or _language(language),
-        version if type(version) is int else _int_field(obj, "version"),
-        opaque if type(opaque) is int else _int_field(obj, "opaque"),
-        flag if type(flag) is int else _int_field(obj, "flag"),
+        version,
+        opaque,
+        flag,
         remark,
         ext_fields,
         body,
@@ -141,16 +150,21 @@ def scalar_to_str(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
 def _int_field(obj: dict[str, Any], name: str) -> int:
     value = obj.get(name, 0)
-    if type(value) is int:
-        return value
     if value is None:
         return 0
     try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"JSON header field {name!r} is not an integer: {value!r}") from exc
+        number = value if type(value) is int else int(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        text = repr(value)[:40]
+        raise ProtocolError(f"JSON header field {name!r} is not an integer: {text}") from exc
+    if not _INT_MIN <= number <= _INT_MAX:
+        raise ProtocolError(f"JSON header field {name!r} does not fit a 32-bit int: {value!r:.40}")
+    return number
 
 
 def _language(value: Any) -> LanguageCode:

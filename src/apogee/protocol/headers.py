@@ -39,11 +39,22 @@ H = TypeVar("H", bound="ExtHeader")
 # -- scalar parsing ---------------------------------------------------------
 
 
-def _int(name: str, value: str) -> int:
+# Java's int and long: a header number must fit the field it is read into.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int(name: str, value: str, bits: int = 64) -> int:
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise HeaderFieldError(name, f"not an integer: {value!r}") from None
+        raise HeaderFieldError(name, f"not an integer: {value[:40]!r}") from None
+    if bits == 32:
+        if not INT32_MIN <= number <= INT32_MAX:
+            raise HeaderFieldError(name, f"{value[:40]} does not fit a 32-bit int")
+    elif not INT64_MIN <= number <= INT64_MAX:
+        raise HeaderFieldError(name, f"{value[:40]} does not fit a 64-bit long")
+    return number
 
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False}
@@ -64,18 +75,19 @@ def req_str(ext: ExtFields, name: str) -> str:
     return value
 
 
-def req_int(ext: ExtFields, name: str) -> int:
+def req_int(ext: ExtFields, name: str, bits: int = 64) -> int:
+    """A required number; ``bits`` is 32 for a Java int field, 64 for a long."""
     value = ext.get(name)
     if value is None:
         raise HeaderFieldError(name, "missing")
-    return _int(name, value)
+    return _int(name, value, bits)
 
 
-def opt_int(ext: ExtFields, name: str, default: int | None = None) -> int | None:
+def opt_int(ext: ExtFields, name: str, default: int | None = None, bits: int = 64) -> int | None:
     value = ext.get(name)
     if not value:
         return default
-    return _int(name, value)
+    return _int(name, value, bits)
 
 
 def opt_bool(ext: ExtFields, name: str, default: bool = False) -> bool:
@@ -267,7 +279,7 @@ def _send_header(
         unit = get(names[10])
         batch = get(names[11])
         max_reconsume = get(names[12])
-        return cls(
+        header = cls(
             ext[names[0]],
             ext[names[1]],
             ext[names[2]],
@@ -283,22 +295,34 @@ def _send_header(
             int(max_reconsume) if max_reconsume else None,
             get(names[13]) or None,
         )
+        # Java int fields (queue nums, queue id, sysFlag, flag, reconsume
+        # times) and the long bornTimestamp: anything wider goes the checked way.
+        if (
+            INT32_MIN <= header.queue_id <= INT32_MAX
+            and INT32_MIN <= header.sys_flag <= INT32_MAX
+            and INT32_MIN <= header.flag <= INT32_MAX
+            and INT64_MIN <= header.born_timestamp <= INT64_MAX
+            and INT32_MIN <= header.default_topic_queue_nums <= INT32_MAX
+            and INT32_MIN <= (header.reconsume_times or 0) <= INT32_MAX
+            and INT32_MIN <= (header.max_reconsume_times or 0) <= INT32_MAX
+        ):
+            return header
     except (KeyError, ValueError):
         pass
     return cls(
         req_str(ext, names[0]),
         req_str(ext, names[1]),
         req_str(ext, names[2]),
-        req_int(ext, names[3]),
-        req_int(ext, names[4]),
-        req_int(ext, names[5]),
+        req_int(ext, names[3], 32),
+        req_int(ext, names[4], 32),
+        req_int(ext, names[5], 32),
         req_int(ext, names[6]),
-        req_int(ext, names[7]),
+        req_int(ext, names[7], 32),
         ext.get(names[8]),
-        opt_int(ext, names[9]),
+        opt_int(ext, names[9], bits=32),
         opt_bool(ext, names[10]),
         opt_bool(ext, names[11]),
-        opt_int(ext, names[12]),
+        opt_int(ext, names[12], bits=32),
         ext.get(names[13]) or None,
     )
 
@@ -373,16 +397,16 @@ class PullMessageRequestHeader:
         return cls(
             req_str(ext, "consumerGroup"),
             req_str(ext, "topic"),
-            req_int(ext, "queueId"),
+            req_int(ext, "queueId", 32),
             req_int(ext, "queueOffset"),
-            req_int(ext, "maxMsgNums"),
-            req_int(ext, "sysFlag"),
+            req_int(ext, "maxMsgNums", 32),
+            req_int(ext, "sysFlag", 32),
             req_int(ext, "commitOffset"),
             req_int(ext, "suspendTimeoutMillis"),
             req_int(ext, "subVersion"),
             ext.get("subscription"),
             ext.get("expressionType") or None,
-            opt_int(ext, "maxMsgBytes"),
+            opt_int(ext, "maxMsgBytes", bits=32),
         )
 
     def to_ext(self) -> ExtFields:

@@ -145,6 +145,49 @@ def test_send_v2_unparsable_field_is_named(key: str, value: str) -> None:
     assert err.value.field == key
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("d", str(2**31)),  # defaultTopicQueueNums: Java int
+        ("e", str(-(2**31) - 1)),  # queueId
+        ("f", str(2**31)),  # sysFlag
+        ("g", str(2**63)),  # bornTimestamp: Java long
+        ("h", str(2**31)),  # flag
+        ("j", str(2**31)),  # reconsumeTimes
+        ("l", str(-(2**40))),  # maxReconsumeTimes
+    ],
+)
+def test_send_number_wider_than_its_java_field_is_named(key: str, value: str) -> None:
+    with pytest.raises(HeaderFieldError) as err:
+        h.decode_send_header(RequestCode.SEND_MESSAGE_V2, {**V2, key: value})
+    assert err.value.field == key
+    assert "does not fit" in str(err.value)
+
+
+def test_send_numbers_at_the_edges_of_their_java_fields_are_accepted() -> None:
+    edge = {**V2, "e": str(2**31 - 1), "f": str(-(2**31)), "g": str(2**63 - 1), "h": "-1"}
+    value = h.decode_send_header(RequestCode.SEND_MESSAGE_V2, edge)
+    assert (value.queue_id, value.sys_flag) == (2**31 - 1, -(2**31))
+    assert (value.born_timestamp, value.flag) == (2**63 - 1, -1)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("queueOffset", str(10**100)), ("queueId", str(2**31)), ("maxMsgNums", str(2**32))],
+)
+def test_pull_number_wider_than_its_java_field_is_named(key: str, value: str) -> None:
+    with pytest.raises(HeaderFieldError) as err:
+        h.PullMessageRequestHeader.from_ext({**PULL, key: value})
+    assert err.value.field == key
+
+
+def test_declarative_numbers_must_fit_a_java_long() -> None:
+    ext = {"topic": "T", "queueId": "0", "timestamp": str(2**64)}
+    with pytest.raises(HeaderFieldError) as err:
+        h.SearchOffsetRequestHeader.from_ext(ext)
+    assert err.value.field == "timestamp"
+
+
 def test_send_header_spellings_off_the_fast_path_decode_the_same() -> None:
     odd = {**V2, "e": " 2", "k": "TRUE", "m": "False", "j": "+0"}
     plain = {**V2, "k": "true"}
