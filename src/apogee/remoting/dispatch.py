@@ -95,7 +95,10 @@ class ResponseBatch:
     def __exit__(self, *exc: object) -> None:
         held, self._held = self._held, []
         for connection in held:
-            connection.release_writes()
+            try:
+                connection.release_writes()
+            except Exception:  # one broken transport must not keep the others' answers
+                log.exception("cannot write the held answers to %s", connection.peer)
 
     def hold(self, ctx: RequestContext) -> None:
         """Whatever is written to ``ctx``'s connection waits for the batch to close."""
@@ -104,9 +107,13 @@ class ResponseBatch:
             self._held.append(connection)
 
     def respond(self, ctx: RequestContext, response: RemotingCommand) -> bool:
-        """``ctx.respond(response)``, written when the batch closes."""
+        """``ctx.respond(response)``, written when the batch closes.
+
+        An answer that cannot be written is logged and replaced by an error
+        answer where possible; it never stops the batch's other answers.
+        """
         self.hold(ctx)
-        return ctx.respond(response)
+        return respond_safely(ctx, response)
 
 
 @dataclass(slots=True)
@@ -240,10 +247,22 @@ def _error_response(ctx: RequestContext, exc: Exception) -> RemotingCommand:
     return request.make_response(code, str(exc) or type(exc).__name__)
 
 
-def _respond(ctx: RequestContext, response: RemotingCommand) -> None:
-    """Write a handler's answer; one that cannot be encoded becomes SYSTEM_ERROR."""
+def respond_safely(ctx: RequestContext, response: RemotingCommand) -> bool:
+    """Write an answer; one that cannot be encoded becomes SYSTEM_ERROR.
+
+    Never raises: a request whose answer cannot be written at all is logged
+    and left unanswered (False), so the caller goes on with other answers.
+    """
     try:
-        ctx.respond(response)
+        return ctx.respond(response)
     except Exception as exc:
         log.exception("cannot send the answer to code %d from %s", ctx.request.code, ctx.peer)
-        ctx.respond(ctx.request.make_response(ResponseCode.SYSTEM_ERROR, f"bad response: {exc}"))
+        remark = f"bad response: {exc}"[:200]
+        try:
+            ctx.respond(ctx.request.make_response(ResponseCode.SYSTEM_ERROR, remark))
+        except Exception:
+            log.error("request code %d from %s left unanswered", ctx.request.code, ctx.peer)
+        return False
+
+
+_respond = respond_safely

@@ -359,6 +359,35 @@ async def test_a_response_batch_sends_each_connections_answers_when_it_closes(
             await writer.wait_closed()
 
 
+async def test_an_answer_that_cannot_be_encoded_leaves_the_rest_of_its_batch_alone(
+    server: RemotingServer, harness: Harness, client: RemotingClient
+) -> None:
+    # Three parked requests on one connection; the middle one's answer cannot be
+    # encoded (its opaque is made too wide for the frame, a seam the decoder now
+    # guards). The other two still get their answers, and the middle one an error.
+    pending = [
+        asyncio.ensure_future(client.invoke(addr(server), RemotingCommand.request(PARK)))
+        for _ in range(3)
+    ]
+    while len(harness.parked) < 3:
+        await asyncio.sleep(0.01)
+    first, middle, last = harness.parked
+    real_opaque = middle.request.opaque
+    middle.request.opaque = 2**70
+    answer = RemotingCommand(ResponseCode.SUCCESS, remark="held")
+    with ResponseBatch() as batch:
+        assert batch.respond(first, RemotingCommand(ResponseCode.SUCCESS, remark="held"))
+        assert not batch.respond(middle, answer)
+        middle.request.opaque = real_opaque
+        assert batch.respond(last, RemotingCommand(ResponseCode.SUCCESS, remark="held"))
+    done, waiting = await asyncio.wait(pending, timeout=3)
+    answers = [p.result() for p in pending if p in done]
+    assert [a.remark for a in answers] == ["held", "held"]
+    assert len(waiting) == 1  # the middle one: its own opaque never came back
+    for p in waiting:
+        p.cancel()
+
+
 # -- bad peers, idle, close --------------------------------------------------------------
 
 
