@@ -23,8 +23,11 @@
  *
  * One round: take target = requested, fdatasync every file overlapping
  * [synced, target) in offset order, then synced = target and wake every
- * waiter. A failed round leaves synced alone, records errno and retries
- * after at most 10 ms.
+ * waiter. A round with no file for its range (ENOENT, a file not registered
+ * yet) leaves synced alone and is retried after at most 10 ms. A round whose
+ * fdatasync fails is never retried: after a failed fsync the kernel may have
+ * dropped the dirty pages, so a later success would prove nothing. The loop
+ * then sets failed, keeps error and makes no more rounds; synced stays.
  *
  * Imports: the CPython API and POSIX (pthread, fdatasync, fcntl).
  */
@@ -58,6 +61,7 @@ typedef struct {
     int running;
     int in_round; /* the loop uses descriptors outside the lock */
     int error;    /* errno of the last failed round; 0 after a good one */
+    int failed;   /* an fdatasync failed: no more rounds, synced stays */
     long long syncs;
     double sync_seconds;
     sync_file *files;
@@ -299,7 +303,7 @@ static PyObject *gs_run(GroupSync *self, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->mu);
     while (!self->stopped) {
-        if (self->requested <= self->synced) {
+        if (self->failed || self->requested <= self->synced) {
             pthread_cond_wait(&self->wake, &self->mu);
             continue;
         }
@@ -307,6 +311,7 @@ static PyObject *gs_run(GroupSync *self, PyObject *Py_UNUSED(ignored))
         int64_t from = self->synced, target = self->requested;
         Py_ssize_t n = files_between(self, from, target, &fds, &cap);
         int err = n < 0 ? ENOMEM : (n == 0 ? ENOENT : 0); /* no file: nothing to vouch for */
+        int io_failed = 0;
         double took = 0;
         if (!err) {
             self->in_round = 1;
@@ -316,6 +321,7 @@ static PyObject *gs_run(GroupSync *self, PyObject *Py_UNUSED(ignored))
                 while (fdatasync(fds[i]) != 0) {
                     if (errno != EINTR) {
                         err = errno;
+                        io_failed = 1;
                         break;
                     }
                 }
@@ -326,8 +332,12 @@ static PyObject *gs_run(GroupSync *self, PyObject *Py_UNUSED(ignored))
         }
         if (err) {
             self->error = err;
+            self->failed = io_failed;
             pthread_cond_broadcast(&self->done);
             notify(self);
+            if (io_failed) {
+                continue; /* sticky: the loop waits for stop */
+            }
             struct timespec until;
             deadline_after(&until, 0.010);
             if (!self->stopped) {
@@ -415,7 +425,7 @@ static PyObject *gs_ack(GroupSync *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* Read-only figures, each read under the lock. */
-enum { F_SYNCED, F_REQUESTED, F_SYNCS, F_ERROR, F_RUNNING, F_FILES };
+enum { F_SYNCED, F_REQUESTED, F_SYNCS, F_ERROR, F_RUNNING, F_FILES, F_FAILED };
 
 static PyObject *gs_figure(GroupSync *self, void *which)
 {
@@ -430,6 +440,7 @@ static PyObject *gs_figure(GroupSync *self, void *which)
     case F_SYNCS: value = self->syncs; break;
     case F_ERROR: value = self->error; break;
     case F_RUNNING: value = self->running; break;
+    case F_FAILED: value = self->failed; break;
     default: {
         for (Py_ssize_t i = 0; i < self->nfiles; i++) {
             value += !self->files[i].dead;
@@ -437,7 +448,7 @@ static PyObject *gs_figure(GroupSync *self, void *which)
     }
     }
     pthread_mutex_unlock(&self->mu);
-    if ((intptr_t)which == F_RUNNING) {
+    if ((intptr_t)which == F_RUNNING || (intptr_t)which == F_FAILED) {
         return PyBool_FromLong((long)value);
     }
     return PyLong_FromLongLong(value);
@@ -461,6 +472,8 @@ static PyGetSetDef gs_getset[] = {
     {"error", (getter)gs_figure, NULL, "errno of the last failed round, 0 after a good one.",
      (void *)F_ERROR},
     {"running", (getter)gs_figure, NULL, "Whether run() is looping.", (void *)F_RUNNING},
+    {"failed", (getter)gs_figure, NULL, "Whether an fdatasync failed (no more rounds).",
+     (void *)F_FAILED},
     {"files", (getter)gs_figure, NULL, "Files registered and not yet closed.", (void *)F_FILES},
     {"sync_seconds", (getter)gs_sync_seconds, NULL, "Time spent in fdatasync.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

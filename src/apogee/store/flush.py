@@ -16,6 +16,9 @@ not run ahead of them). ``request(end_offset)`` returns a
 thread's next round; that thread wakes when a sync ends (or every 10 ms) and
 completes each generation the syncs cover with PUT_OK, and one not covered
 by its deadline (syncFlushTimeout after it opened) with FLUSH_DISK_TIMEOUT.
+Once the sync loop has failed (an fdatasync error: it never syncs again),
+every generation it did not cover is completed with FLUSH_DISK_TIMEOUT at
+once, later requests too, and ``on_failed`` is told the errno, once.
 Futures are completed there, never on the caller's thread; an asyncio caller
 awaits ``asyncio.wrap_future(fut)`` (and should wrap each distinct future
 once).
@@ -158,11 +161,19 @@ class GroupCommitService(ServiceThread):
     name = "apogee-group-commit"
 
     def __init__(
-        self, on_synced: Callable[[int], None], clock: Clock, *, timeout_ms: int = 5000
+        self,
+        on_synced: Callable[[int], None],
+        clock: Clock,
+        *,
+        timeout_ms: int = 5000,
+        on_failed: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(0.010)  # deadlines are checked at least this often
         self.sync: Syncer | None = None
         self._on_synced = on_synced
+        self._on_failed = on_failed
+        self._failed = False
+        self._timed_out = _done(PutStatus.FLUSH_DISK_TIMEOUT)
         self._clock = clock
         self._timeout_s = timeout_ms / 1000
         self._lock = threading.Lock()
@@ -223,6 +234,8 @@ class GroupCommitService(ServiceThread):
         """A future that completes when a sync covers ``end_offset``."""
         if end_offset <= self._synced:
             return self._ok
+        if self._failed:
+            return self._timed_out  # nothing will ever vouch for these bytes
         with self._lock:
             gen = self._current
             if gen is None:
@@ -257,6 +270,11 @@ class GroupCommitService(ServiceThread):
                 self._error = error
                 if error:
                     log.error("commit-log sync failed: %s", os.strerror(error))
+            failed = sync.failed
+            if failed and not self._failed:
+                self._failed = True
+                if self._on_failed is not None:
+                    self._on_failed(error)
             done = self._take_done(self._synced)
         _answer(done)
 
@@ -274,7 +292,7 @@ class GroupCommitService(ServiceThread):
         for g in self._pending:
             if flushed >= g.max_end:
                 done.append((g, PutStatus.PUT_OK))
-            elif now >= g.deadline:
+            elif now >= g.deadline or self._failed:
                 done.append((g, PutStatus.FLUSH_DISK_TIMEOUT))
             else:
                 still.append(g)

@@ -16,11 +16,14 @@ The loop keeps two offsets and a list of files::
 
 One round (``run`` loops them until ``stop``): take ``target = requested``,
 fdatasync every file overlapping ``[synced, target)`` in offset order, then
-``synced = target`` and wake every ``wait``. A round that fails leaves
-``synced`` alone, records the errno in ``error`` and is retried within 10 ms;
-a range no file covers is such a failure (ENOENT), since nothing vouches for
-it. ``request`` is cheap enough for the writer's hot path: it only raises
-``requested`` and wakes the loop.
+``synced = target`` and wake every ``wait``. A range no file covers (a file
+not registered yet) fails the round with ENOENT in ``error``, since nothing
+vouches for it, and is retried within 10 ms. A round whose fdatasync fails is
+never retried: after a failed fsync Linux may have dropped the dirty pages
+(and cleared the error), so a later success would prove nothing. The loop
+sets ``failed``, keeps the errno in ``error`` and makes no more rounds;
+``synced`` stays where it was for good. ``request`` is cheap enough for the
+writer's hot path: it only raises ``requested`` and wakes the loop.
 
 The compiled twin runs the whole loop with the GIL released, so a sync starts
 the moment an append asks and the next starts as soon as one returns, while
@@ -61,6 +64,8 @@ class Syncer(Protocol):
     @property
     def running(self) -> bool: ...
     @property
+    def failed(self) -> bool: ...
+    @property
     def files(self) -> int: ...
     def add_file(self, start: int, size: int, fd: int, /) -> None: ...
     def request(self, end: int, /) -> None: ...
@@ -95,6 +100,7 @@ class GroupSyncPython:
         self._running = False
         self._in_round = False
         self._error = 0
+        self._failed = False
         self._syncs = 0
         self._sync_seconds = 0.0
         self._files: list[_File] = []
@@ -133,6 +139,11 @@ class GroupSyncPython:
             return self._running
 
     @property
+    def failed(self) -> bool:
+        with self._lock:
+            return self._failed
+
+    @property
     def files(self) -> int:
         with self._lock:
             return sum(not f.dead for f in self._files)
@@ -169,7 +180,7 @@ class GroupSyncPython:
             self._running = True
             try:
                 while not self._stopped:
-                    if self._requested <= self._synced:
+                    if self._failed or self._requested <= self._synced:
                         self._wake.wait()
                         continue
                     self._round()
@@ -183,6 +194,7 @@ class GroupSyncPython:
         begin, target = self._synced, self._requested
         fds = [f.fd for f in self._files if not f.dead and f.end > begin and f.start < target]
         err = 0 if fds else errno.ENOENT
+        io_failed = False
         took = 0.0
         if fds:
             self._in_round = True
@@ -193,15 +205,17 @@ class GroupSyncPython:
                     os.fdatasync(fd)  # retries EINTR itself (PEP 475)
             except OSError as exc:
                 err = exc.errno or errno.EIO
+                io_failed = True
             finally:
                 took = time.monotonic() - began
                 self._lock.acquire()
                 self._in_round = False
         if err:
             self._error = err
+            self._failed = io_failed
             self._done.notify_all()
             self._signal()
-            if not self._stopped:
+            if not self._stopped and not self._failed:
                 self._wake.wait(0.010)
             return
         self._synced = target

@@ -94,8 +94,32 @@ def test_a_failing_file_fails_the_round_and_synced_stays(tmp_path: Path) -> None
                 break
             sync.wait(0, 0.01)
         assert sync.error == errno.EINVAL
+        assert sync.failed
         assert sync.synced == 0
         assert readable(sync.fileno())  # a failed round is announced too
+
+
+def test_after_a_failed_fdatasync_no_later_round_vouches_for_anything(tmp_path: Path) -> None:
+    # After a failed fsync the kernel may have dropped the dirty pages: a
+    # later sync that succeeds proves nothing, so the loop never syncs again.
+    fd = data_file(tmp_path / "a", 100)
+    read_end, write_end = os.pipe()
+    sync = group_sync.GroupSync(0)
+    sync.add_file(0, 100, read_end)
+    for n in (read_end, write_end):
+        os.close(n)
+    with running(sync):
+        sync.request(50)
+        for _ in range(500):
+            if sync.failed:
+                break
+            sync.wait(0, 0.01)
+        assert sync.failed and sync.error == errno.EINVAL
+        sync.add_file(0, 100, fd)  # a good descriptor for the same bytes
+        os.close(fd)
+        sync.request(80)
+        assert sync.wait(0, 0.3) == 0
+        assert (sync.synced, sync.syncs, sync.failed) == (0, 0, True)
 
 
 def test_a_range_no_file_covers_is_not_vouched_for(tmp_path: Path) -> None:
@@ -113,6 +137,7 @@ def test_a_range_no_file_covers_is_not_vouched_for(tmp_path: Path) -> None:
         os.close(fd)
         assert sync.wait(1000, 5) == 2000
         assert sync.error == 0
+        assert not sync.failed  # a missing file is not a failed sync
 
 
 def test_stop_wakes_waiters_and_run_refuses_a_second_loop(tmp_path: Path) -> None:
