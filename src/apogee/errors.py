@@ -99,6 +99,13 @@ class StoreError(ApogeeError):
     """A fault of the message store itself (I/O, corruption found at open)."""
 
 
+class DiskFullError(StoreError):
+    """The file system has no room for a store file (ENOSPC, EDQUOT).
+
+    The store refuses writes while it lasts and goes on serving reads.
+    """
+
+
 class StoreCorruptionError(StoreError):
     """Store files disagree with each other beyond what recovery repairs."""
 

@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
 CLEAN_INTERVAL_S = 10.0
+CONFIG_RETRY_INTERVAL_S = 5.0  # config files a full disk refused are written again
 STATS_SAMPLE_INTERVAL_S = 1.0
 STOP_DRAIN_S = 3.0
 
@@ -131,6 +132,7 @@ class Broker:
         started_ms = self.clock.now_ms()
         try:
             self.store = store = await asyncio.to_thread(self._open_store)
+            self.topics.adopt_stored(store.topics())
             self.transactions = await asyncio.to_thread(self._recover_transactions, store)
         except BaseException:
             sock.close()
@@ -221,6 +223,7 @@ class Broker:
                 config.flush_delay_offset_interval_ms / 1000,
                 self._persist_delay_offsets,
             ),
+            PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
             PeriodicTask("stats", STATS_SAMPLE_INTERVAL_S, self.stats.sample),

@@ -150,35 +150,63 @@ class DispatchDriver:
 
 
 class ConfigFiles:
-    """Writes small JSON files atomically on a worker thread."""
+    """Writes small JSON files atomically on a worker thread.
+
+    A write that fails (a full disk) is logged once, its content kept, and
+    written again by ``retry_unsaved`` (the broker calls it every few
+    seconds) unless a newer save of the same file came first; a failed save
+    never raises, so stopping the broker still closes the store.
+    """
 
     def __init__(self, write: Callable[[Path, bytes], None] = atomic_write) -> None:
         self._write = write
         self._locks: dict[Path, asyncio.Lock] = {}
         self._latest: dict[Path, bytes] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        self._unsaved: dict[Path, bytes] = {}
 
-    async def save(self, path: Path, data: bytes) -> None:
-        """Write ``data`` to ``path``; a newer save of the same path supersedes it."""
+    @property
+    def unsaved(self) -> list[Path]:
+        """Files whose newest content could not be written yet."""
+        return list(self._unsaved)
+
+    async def save(self, path: Path, data: bytes) -> bool:
+        """Write ``data`` to ``path``; a newer save of the same path supersedes it.
+
+        Returns False when the write failed (kept for ``retry_unsaved``).
+        """
         self._latest[path] = data
         lock = self._locks.setdefault(path, asyncio.Lock())
         async with lock:
             content = self._latest.pop(path, None)
             if content is None:
-                return  # a later save already wrote newer content
-            await asyncio.to_thread(self._write, path, content)
+                return True  # a later save already wrote newer content
+            try:
+                await asyncio.to_thread(self._write, path, content)
+            except OSError as exc:
+                if path not in self._unsaved:
+                    log.error("cannot write %s (%s); kept in memory, trying again later",
+                              path, exc.strerror or exc)  # fmt: skip
+                self._unsaved[path] = content
+                return False
+            if self._unsaved.pop(path, None) is not None:
+                log.info("wrote %s after earlier failures", path)
+            return True
+
+    async def retry_unsaved(self) -> None:
+        """Write again what failed before, unless a newer save is on its way."""
+        for path, data in list(self._unsaved.items()):
+            if path not in self._latest:
+                await self.save(path, data)
 
     def save_soon(self, path: Path, data: bytes) -> None:
         """``save`` in the background (change listeners cannot await)."""
-        task = asyncio.get_running_loop().create_task(self._save_logged(path, data))
+        task = asyncio.get_running_loop().create_task(self._save_quietly(path, data))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _save_logged(self, path: Path, data: bytes) -> None:
-        try:
-            await self.save(path, data)
-        except OSError:
-            log.exception("cannot write %s", path)
+    async def _save_quietly(self, path: Path, data: bytes) -> None:
+        await self.save(path, data)
 
     @staticmethod
     def load(path: Path, apply: Callable[[bytes], None]) -> bool:

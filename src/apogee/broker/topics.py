@@ -39,7 +39,9 @@ from apogee.model.route import PERM_INHERIT, PERM_RW, DataVersion
 from apogee.model.topic import (
     AUTO_CREATE_TOPIC_KEY,
     BENCHMARK_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
     OFFSET_MOVED_EVENT,
+    RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
     TRANS_HALF_TOPIC,
@@ -203,6 +205,30 @@ class TopicConfigManager:
         log.info("created topic %s: %s", topic, created)
         self._changed()
         return created
+
+    def adopt_stored(self, stored: dict[str, list[int]]) -> list[TopicConfig]:
+        """Configs for topics that have consume queues but no config; the ones made.
+
+        A topic created just before a crash on a full disk can have its
+        messages stored and its config unwritten: without a config its
+        messages could not be read. It gets as many queues as it used, at
+        least the default number for an ordinary topic.
+        """
+        made: list[TopicConfig] = []
+        for topic, queue_ids in stored.items():
+            if topic in self.table or not queue_ids:
+                continue
+            used = max(queue_ids) + 1
+            internal = topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+            n = used if internal else max(used, self.defaults.default_topic_queue_nums)
+            config = TopicConfig(topic, n, n)
+            self.table[topic] = config
+            made.append(config)
+            log.warning("topic %s has stored messages but no config: made again as %s",
+                        topic, config)  # fmt: skip
+        if made:
+            self._changed()
+        return made
 
     def update(self, config: TopicConfig) -> None:
         """Create or replace a topic (admin requests)."""

@@ -11,12 +11,29 @@ Lifecycle: ``open`` -> ``start`` (services) -> puts/gets -> ``close`` (stop
 services, dispatch and flush everything, remove the abort file). A store
 that was not closed leaves its abort file behind, and the next ``open``
 recovers abnormally.
+
+Health: reads always go on; writes are refused (SERVICE_NOT_AVAILABLE, the
+reason in the remark) while
+
+* the disk is full: a store file could not be made (``DiskFullError``,
+  ENOSPC) — the commit log's next file, a consume-queue file or an index
+  file — or the abort file could not be written at open. Every mapped file
+  is reserved in full when made, so a full disk shows there and never as a
+  fault inside a mapping. Consume-queue and index work that found no room
+  waits and is retried; at most once a second the store checks whether
+  there is room again (the abort file, the index backlog, the commit log's
+  next file, the stalled dispatch) and then takes writes again;
+* a sync failed (SYNC_FLUSH's sync loop or ASYNC_FLUSH's flush): until
+  restart, since after a failed fsync the kernel may have dropped the
+  pages and nothing written since can be vouched for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -25,7 +42,7 @@ from typing import Any
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.fileio import fsync_dir
-from apogee.errors import ProtocolError, StoreError
+from apogee.errors import DiskFullError, ProtocolError, StoreError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
 from apogee.model.message_codec import decode_record
 from apogee.store import group_sync
@@ -50,6 +67,8 @@ from apogee.store.results import GetResult, GetStatus, PutResult, PutStatus, Que
 from apogee.store.retention import Cleaner, CleanReport, DiskUsage, system_disk_usage
 
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
+_ROOM_CHECK_S = 1.0  # how often a full store looks for room again
+log = logging.getLogger(__name__)
 
 
 class FileMessageStore:
@@ -84,6 +103,13 @@ class FileMessageStore:
         self.closed = False
         self.stats = {"put_failed": 0, "get_found": 0, "get_miss": 0, "get_transferred_msgs": 0}
         self._writable = config.broker_role is not BrokerRole.SLAVE
+        #: why the disk refused a file ("" when it did not): writes wait for room
+        self.disk_full_reason = ""
+        #: why syncing failed ("" when it did not): writes are refused until restart
+        self.fault = ""
+        self._next_room_check = 0.0
+        self._abort_written = False
+        self.commit_log.on_disk_full = self.mark_disk_full
         self.group_commit: GroupCommitService | None = None
         self.services: list[ServiceThread] = self._make_services()
         self._dispatcher: CallService | None = None
@@ -120,8 +146,25 @@ class FileMessageStore:
             torn_dir=config.torn_dir,
             now_ms=self.clock.now_ms(),
         )
-        config.abort_path.write_text(str(os.getpid()))
-        fsync_dir(config.store_path_root_dir)
+        if self.recovery.dispatch_stopped_at is not None:
+            self.mark_disk_full(self.recovery.dispatch_problem)
+        self._write_abort_file()
+
+    def _write_abort_file(self) -> bool:
+        """Mark the store open (a crash leaves the file); False when the disk is full."""
+        config = self.config
+        try:
+            config.abort_path.write_text(str(os.getpid()))
+            fsync_dir(config.store_path_root_dir)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            with contextlib.suppress(OSError):
+                config.abort_path.unlink()
+            self.mark_disk_full(f"no room for the abort file: {exc.strerror}")
+            return False
+        self._abort_written = True
+        return True
 
     # -- services ----------------------------------------------------------
 
@@ -131,11 +174,13 @@ class FileMessageStore:
         flusher: ServiceThread
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             flusher = self.group_commit = GroupCommitService(
-                self._synced, self.clock, timeout_ms=config.sync_flush_timeout_ms
-            )
+                self._synced, self.clock, timeout_ms=config.sync_flush_timeout_ms,
+                on_failed=lambda err: self.mark_fault(f"commit-log fsync failed: "
+                                                      f"{os.strerror(err)}"),
+            )  # fmt: skip
         else:
             flusher = CommitLogFlushService(
-                queue.flush, self._physic_flushed, self.clock,
+                self._flush_commit_log, self._physic_flushed, self.clock,
                 interval_ms=config.flush_interval_commit_log_ms,
                 least_pages=config.flush_commit_log_least_pages,
                 thorough_interval_ms=config.flush_commit_log_thorough_interval_ms,
@@ -149,7 +194,9 @@ class FileMessageStore:
 
         def allocate() -> None:
             queue.prefault_ahead(window)
-            queue.prepare_next(window)
+            # No room: the roll that needs the file says so and refuses the write.
+            with contextlib.suppress(DiskFullError):
+                queue.prepare_next(window)
 
         allocator = CallService("apogee-allocate", allocate, 1.0)
         queue.on_roll = allocator.wakeup
@@ -207,12 +254,62 @@ class FileMessageStore:
     def _physic_flushed(self) -> None:
         self.checkpoint.advance(physic=self.commit_log.last_store_timestamp)
 
+    def _flush_commit_log(self, least_pages: int) -> int:
+        """ASYNC_FLUSH's flush; a failure stops writes (see the module docstring)."""
+        queue = self.commit_log.queue
+        if self.fault:
+            return queue.flushed_offset
+        try:
+            return queue.flush(least_pages)
+        except OSError as exc:
+            self.mark_fault(f"commit-log flush failed: {exc}")
+            return queue.flushed_offset
+
     def _flush_logics(self, thorough: bool) -> None:
         stamp = self.reput.last_store_timestamp  # read before: the flush covers it
         self.queues.flush(0 if thorough else self.config.flush_consume_queue_least_pages)
         index_stamp = self.index.flush() if self.index is not None else 0
         self.checkpoint.advance(logics=stamp, index=index_stamp)
         self.checkpoint.flush()
+
+    # -- health --------------------------------------------------------------
+
+    def mark_disk_full(self, reason: str) -> None:
+        """Refuse writes until there is room again (checked by ``dispatch_step``)."""
+        if not self.disk_full_reason:
+            log.warning("store %s: the disk is full (%s); refusing writes, reads go on",
+                        self.config.store_path_root_dir, reason)  # fmt: skip
+            self._next_room_check = time.monotonic() + _ROOM_CHECK_S
+        self.disk_full_reason = reason
+        self._writable = False
+
+    def mark_fault(self, reason: str) -> None:
+        """Refuse writes until restart."""
+        if not self.fault:
+            log.error("store %s: %s; refusing writes until restart (acknowledged data up to "
+                      "offset %d is durable)", self.config.store_path_root_dir, reason,
+                      self.commit_log.queue.flushed_offset)  # fmt: skip
+            self.fault = reason
+        self._writable = False
+
+    def _room_again(self) -> bool:
+        """Whether the work a full disk held back can be done now (then it is done)."""
+        self._next_room_check = time.monotonic() + _ROOM_CHECK_S
+        try:
+            if not self._abort_written and not self._write_abort_file():
+                return False
+            if self.index is not None and not self.index.retry():
+                return False
+            self.commit_log.queue.prepare_next(self.commit_log.prefault_window)
+        except DiskFullError:
+            return False
+        return True
+
+    def _disk_ok(self) -> None:
+        reason, self.disk_full_reason = self.disk_full_reason, ""
+        self._writable = not self._unwritable()
+        log.info("store %s: room on disk again (was: %s)%s", self.config.store_path_root_dir,
+                 reason, "; taking writes" if self._writable else "")  # fmt: skip
 
     # -- writes ------------------------------------------------------------
 
@@ -221,6 +318,10 @@ class FileMessageStore:
             return "the store is shut down"
         if self.config.broker_role is BrokerRole.SLAVE:
             return "the store is a slave"
+        if self.fault:
+            return f"{self.fault}; the store refuses writes until restart"
+        if self.disk_full_reason:
+            return f"the disk is full ({self.disk_full_reason}); writes wait for free space"
         if self.cleaner.disk_full:
             return "the disk is full"
         return ""
@@ -278,7 +379,19 @@ class FileMessageStore:
 
     def dispatch_step(self, max_records: int = 1024) -> int:
         self.commit_log.commit()  # pending write-through bytes first: dispatch reads files
-        return self.reput.step(max_records)
+        room = (
+            bool(self.disk_full_reason)
+            and time.monotonic() >= self._next_room_check
+            and self._room_again()
+        )
+        try:
+            done = self.reput.step(max_records)
+        except DiskFullError as exc:
+            self.mark_disk_full(str(exc))  # the step stopped where the room ran out
+            return 0
+        if room:
+            self._disk_ok()
+        return done
 
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind_bytes()
@@ -431,15 +544,28 @@ class FileMessageStore:
         self._writable = False
         for service in self.services:
             service.stop()
-        self.commit_log.commit()
-        while self.reput.step(4096):
-            pass
-        self.commit_log.queue.flush(0)
+        # Each step may fail on a full or failing disk; the store still closes,
+        # and leaves its abort file so the next open recovers from the log.
+        try:
+            self.commit_log.commit()
+            while self.reput.step(4096):
+                pass
+        except (DiskFullError, OSError) as exc:
+            log.warning("store %s: closing with records not dispatched: %s",
+                        self.config.store_path_root_dir, exc)  # fmt: skip
+        if not self.fault:
+            try:
+                self.commit_log.queue.flush(0)
+            except OSError as exc:
+                self.mark_fault(f"commit-log flush failed: {exc}")
         self._physic_flushed()
         if self.group_commit is not None:
             self.group_commit.settle(self.commit_log.queue.flushed_offset)
-        self._flush_logics(True)
-        clean = self.reput.behind_bytes() == 0
+        try:
+            self._flush_logics(True)
+        except OSError as exc:
+            self.mark_fault(f"consume-queue flush failed: {exc}")
+        clean = not self.fault and self.reput.behind_bytes() == 0
         self._release()
         if clean:
             with contextlib.suppress(FileNotFoundError):

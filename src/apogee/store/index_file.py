@@ -45,6 +45,7 @@ from apogee._util.fileio import fsync_dir
 from apogee._util.native import speedups
 from apogee.errors import StoreCorruptionError
 from apogee.model.javahash import java_string_hash_uncached
+from apogee.store.segment import has_holes, reserve
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -94,12 +95,18 @@ def _check_sizes(hash_slot_num: int, index_num: int) -> None:
         raise ValueError(f"index_num must be in [2, 2^31 - 1], got {index_num}")
 
 
-def _map(path: Path, size: int | None) -> tuple[int, mmap.mmap]:
-    """Open and map ``path`` read-write; with ``size``, first extend a new file to it."""
+def _map(path: Path, size: int) -> tuple[int, mmap.mmap]:
+    """Open and map ``path`` read-write, its ``size`` bytes reserved on disk first.
+
+    A new file is all zeros, which is what empty slots and entries read as;
+    its blocks are allocated before it is mapped (see ``segment.reserve``:
+    a write to a sparse page on a full disk is a SIGBUS). An existing file
+    with holes (made sparse elsewhere) is filled in the same way.
+    """
     fd = os.open(path, os.O_RDWR)
     try:
-        if size is not None:
-            os.ftruncate(fd, size)  # sparse: untouched slots and entries read as 0
+        if os.fstat(fd).st_size != size or has_holes(fd, size):
+            reserve(fd, size, path)
         return fd, mmap.mmap(fd, 0)
     except BaseException:
         os.close(fd)
@@ -175,7 +182,11 @@ class IndexFile:
         # short file under a real name; the service removes such leftovers.
         tmp = path.with_name(path.name + TMP_SUFFIX)
         tmp.write_bytes(b"")
-        fd, mm = _map(tmp, file_size(hash_slot_num, index_num))
+        try:
+            fd, mm = _map(tmp, file_size(hash_slot_num, index_num))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         try:
             _pack_header(mm, 0, end_timestamp, end_timestamp, end_phy_offset, end_phy_offset, 0, 1)
             os.replace(tmp, path)
@@ -206,7 +217,7 @@ class IndexFile:
                 f"index file {path}: size {actual}, expected {expected} for "
                 f"{hash_slot_num} slots and {index_num} entries"
             )
-        f = cls(path, *_map(path, None), hash_slot_num, index_num)
+        f = cls(path, *_map(path, expected), hash_slot_num, index_num)
         if f._index_count > index_num:
             count = f._index_count
             f.close()

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.native import speedups
-from apogee.errors import StoreError
+from apogee.errors import DiskFullError, StoreError
 from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
@@ -144,6 +144,8 @@ class IndexService:
         self._durable_ts = 0
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._backlog: IndexWork = []  # records a full disk kept out of the index
+        self._backlog_key = 0  # the first backlog record's next key
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -213,10 +215,37 @@ class IndexService:
     def _put(self, work: IndexWork) -> None:
         with self._lock:
             self._require_open()
-            current = self._files[-1] if self._files else self._roll()
-            rec, key = current.put_work(work, 0, 0)
-            while rec < len(work):  # the file is full
-                rec, key = self._roll().put_work(work, rec, key)
+            key = 0
+            if self._backlog:  # what a full disk held back goes first, in log order
+                work = [*self._backlog, *work]
+                key, self._backlog = self._backlog_key, []
+            rec = 0
+            try:
+                current = self._files[-1] if self._files else self._roll()
+                rec, key = current.put_work(work, 0, key)
+                while rec < len(work):  # the file is full
+                    rec, key = self._roll().put_work(work, rec, key)
+            except DiskFullError:
+                # No room for the next file: keep the rest for a later put
+                # (or ``retry``) instead of losing it; the store stops taking
+                # writes meanwhile, so this stays as small as the last step.
+                self._backlog, self._backlog_key = work[rec:], key
+                raise
+
+    @property
+    def backlog(self) -> int:
+        """Records waiting for room on disk to be indexed."""
+        return len(self._backlog)
+
+    def retry(self) -> bool:
+        """Index what a full disk held back; True when nothing waits any more.
+
+        Raises:
+            DiskFullError: still no room for a new file.
+        """
+        if self._backlog:
+            self._put([])
+        return not self._backlog
 
     def flush(self) -> int:
         """Force the sealed files to disk; return the indexMsgTimestamp to checkpoint.

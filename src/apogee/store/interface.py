@@ -54,6 +54,11 @@ class IndexHook(EntryDispatcher, Protocol):
         """Delete index files that only point below the commit log's new minimum."""
         ...
 
+    def retry(self) -> bool:
+        """Index what a full disk held back (``DiskFullError`` if still no room);
+        True when nothing waits any more."""
+        ...
+
     def query(
         self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
     ) -> IndexQueryResultLike:

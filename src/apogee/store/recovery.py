@@ -17,15 +17,24 @@ Rules:
 - every record is validated (magic, size, layout, physical offset, CRC when
   configured); the first bad one ends the log. Its bytes, and any later
   non-empty file, are copied to ``<root>/torn/`` before being dropped, so an
-  operator can look at what was lost.
+  operator can look at what was lost (on a full disk they are dropped with
+  an error logged: the store must still open);
+- dispatching stops at the first record with no room on disk for its
+  consume-queue or index file (``dispatch_stopped_at``): the scan still
+  validates the rest and counts their queue offsets into the topic-queue
+  table, and the store dispatches them once there is room.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apogee.errors import DiskFullError
+from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from apogee.model.message_codec import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
@@ -40,6 +49,10 @@ from apogee.store.dispatch import entry_from_meta
 from apogee.store.reput import Reput
 from apogee.store.segment import Segment, segment_name
 
+log = logging.getLogger(__name__)
+_TX_MASK = 0xC  # the transaction type bits of sysFlag
+_NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
 
 @dataclass(slots=True)
 class RecoveryReport:
@@ -52,6 +65,11 @@ class RecoveryReport:
     stop_reason: str = ""
     torn_bytes: int = 0
     torn_files: list[Path] = field(default_factory=list)
+    #: where dispatching stopped for want of disk space (None: it did not)
+    dispatch_stopped_at: int | None = None
+    dispatch_problem: str = ""
+    #: next queue offsets of the records scanned but not dispatched
+    undispatched_queues: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def recover(
@@ -94,11 +112,13 @@ def recover(
     for cq in queues.queues.values():
         cq.truncate_to_commit_log(end)
         cq.correct_min_offset(commit_log.min_offset)
-    reput.reput_from = end
+    stopped = report.dispatch_stopped_at
+    reput.reput_from = end if stopped is None else min(stopped, end)
     commit_log.handoff.clear()
-    commit_log.topic_queue_table = {
-        key: cq.max_offset for key, cq in queues.queues.items() if cq.max_offset > 0
-    }
+    table = {key: cq.max_offset for key, cq in queues.queues.items() if cq.max_offset > 0}
+    for key, next_offset in report.undispatched_queues.items():
+        table[key] = max(table.get(key, 0), next_offset)
+    commit_log.topic_queue_table = table
     if report.records_dispatched:
         commit_log.last_store_timestamp = max(
             commit_log.last_store_timestamp, reput.last_store_timestamp
@@ -154,8 +174,17 @@ def _scan(
             return pos
         report.records_scanned += 1
         if pos >= dispatch_from:
-            reput.apply(entry_from_meta(meta, delays))
-            report.records_dispatched += 1
+            entry = entry_from_meta(meta, delays)
+            if report.dispatch_stopped_at is None:
+                try:
+                    reput.apply(entry)
+                    report.records_dispatched += 1
+                except DiskFullError as exc:
+                    report.dispatch_stopped_at, report.dispatch_problem = pos, str(exc)
+            if report.dispatch_stopped_at is not None and (entry[9] & _TX_MASK) not in _NOT_QUEUED:
+                key = (entry[0], entry[1])
+                table = report.undispatched_queues
+                table[key] = max(table.get(key, 0), entry[6] + 1)
         pos += meta.size
 
 
@@ -177,10 +206,19 @@ def _set_aside_tail(
     if not clean and pos < seg.size:
         tail_end = seg.nonzero_end(pos)
         if tail_end > pos:
-            torn_dir.mkdir(parents=True, exist_ok=True)
             path = torn_dir / f"{segment_name(end)}-{now_ms}.bin"
-            path.write_bytes(seg.view[pos:tail_end])
-            report.torn_files.append(path)
+            try:
+                torn_dir.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(seg.view[pos:tail_end])
+            except OSError as exc:
+                # A full disk must not keep the store from opening: the
+                # bytes are no valid record; saving them is only a courtesy.
+                log.error("cannot set aside %d torn bytes at offset %d to %s (%s); "
+                          "they are dropped", tail_end - pos, end, path, exc.strerror)  # fmt: skip
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            else:
+                report.torn_files.append(path)
             report.torn_bytes += tail_end - pos
     for later in [s for s in queue.segments if s.start > seg.start]:
         if later.view[:4096] != bytes(4096):

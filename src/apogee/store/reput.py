@@ -76,9 +76,24 @@ class Reput:
         cursor moves past it; the extra dispatchers (the index) get the
         step's records at the end, in order.
         """
+        taken: list[DispatchEntry] = []
+        try:
+            return self._take(taken, max_records)
+        finally:
+            # Also after a fault (no room for a consume-queue file): whatever
+            # reached its consume queue reaches the index too, in order.
+            if taken and taken[-1][2] >= self.reput_from:
+                taken = [entry for entry in taken if entry[2] < self.reput_from]
+            if taken:
+                self.last_store_timestamp = taken[-1][5]
+                self.dispatched_count += len(taken)
+                for sink in self._sinks:
+                    sink(taken)
+
+    def _take(self, taken: list[DispatchEntry], max_records: int) -> int:
+        """The consume-queue part of :meth:`step`; ``taken`` collects the records."""
         handoff = self.commit_log.handoff
         limit = self.commit_log.readable_end  # pending write-through bytes wait
-        taken: list[DispatchEntry] = []
         cursor = self.reput_from
         done = 0
         while done < max_records:
@@ -109,11 +124,6 @@ class Reput:
             self._queue(taken, len(taken) - 1)
             self.reput_from = cursor = parsed[2] + parsed[3]
             done += 1
-        if taken:
-            self.last_store_timestamp = taken[-1][5]
-            for sink in self._sinks:
-                sink(taken)
-        self.dispatched_count += done
         return done
 
     def _parse_next(self, limit: int) -> DispatchEntry | None:

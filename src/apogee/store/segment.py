@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from apogee.errors import StoreCorruptionError, StoreError
+from apogee.errors import DiskFullError, StoreCorruptionError, StoreError
 
 NAME_DIGITS = 20
 _ZERO_CHUNK = bytes(1 << 20)
@@ -165,7 +165,7 @@ class Segment:
     def _prepare_length(self, create: bool) -> None:
         length = os.fstat(self._fd).st_size
         if create:
-            _allocate(self._fd, self.size)
+            reserve(self._fd, self.size, self.path)
         elif length > self.size:
             raise StoreCorruptionError(
                 f"segment {self.path} is {length} bytes, larger than the configured {self.size}"
@@ -177,7 +177,9 @@ class Segment:
                 raise StoreCorruptionError(
                     f"segment {self.path} is {length} bytes, expected {self.size}"
                 )
-            _allocate(self._fd, self.size)
+            reserve(self._fd, self.size, self.path)
+        elif not self.readonly and has_holes(self._fd, self.size):
+            reserve(self._fd, self.size, self.path)  # a sparse file from elsewhere
 
     @property
     def end(self) -> int:
@@ -332,11 +334,34 @@ class Segment:
         return self.close()
 
 
-def _allocate(fd: int, size: int) -> None:
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+
+
+def reserve(fd: int, size: int, what: object = "a store file") -> None:
+    """Give the file ``size`` bytes with every block allocated (``posix_fallocate``).
+
+    A page of a mapping with no block behind it is allocated when first
+    touched, and on a full file system that touch is a SIGBUS that kills the
+    process: every mapped store file is reserved in full before it is mapped.
+
+    Raises:
+        DiskFullError: the file system has no room (ENOSPC or EDQUOT).
+        StoreError: any other failure.
+    """
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as exc:
         if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
             os.ftruncate(fd, size)  # file systems without fallocate
+        elif exc.errno in _NO_ROOM:
+            raise DiskFullError(f"no room for {size} bytes of {what}: {exc.strerror}") from exc
         else:
-            raise StoreError(f"cannot allocate {size} bytes: {exc}", code=None) from exc
+            raise StoreError(f"cannot allocate {size} bytes of {what}: {exc}") from exc
+
+
+def has_holes(fd: int, size: int) -> bool:
+    """Whether any of the first ``size`` bytes of the file has no block (a sparse file)."""
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < size
+    except OSError:  # SEEK_HOLE unsupported: assume the worst
+        return True

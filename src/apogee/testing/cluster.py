@@ -140,7 +140,7 @@ class _Process:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             )
         finally:
             log.close()
@@ -200,15 +200,17 @@ class BrokerProcess(_Process):
         *,
         port: int | None = None,
         properties: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         store_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
-        conf = store_dir.parent / f"{store_dir.name}.conf"
+        log_dir = log_dir or store_dir.parent
+        conf = log_dir / f"{store_dir.name}.conf"
         props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", **(properties or {})}
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
-        super().__init__(args, port, store_dir.parent / f"{store_dir.name}.log")
+        super().__init__(args, port, log_dir / f"{store_dir.name}.log")
 
 
 async def eventually(
