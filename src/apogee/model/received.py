@@ -174,6 +174,11 @@ class ReceivedMessage:
         return body
 
     @property
+    def body_size(self) -> int:
+        """Bytes of the body as stored (compressed size for a compressed body), without a copy."""
+        return self._body_len
+
+    @property
     def body_view(self) -> memoryview:
         """The body without a copy: a view of the response (or of the inflated body)."""
         if self._inflate:

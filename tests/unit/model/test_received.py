@@ -154,6 +154,7 @@ def test_one_bad_compressed_body_hides_nothing_around_it(rx: Any) -> None:
     good2 = encode_record(topic="T", body=b"third", queue_offset=2)
     first, broken, third = rx.decode_received(good1 + bad + good2)
     assert first.body == b"first"
+    assert first.body_size == len(zlib.compress(b"first"))  # as stored
     assert third.body == b"third"
     assert broken.queue_offset == 1  # its other fields are all there
     assert broken.topic == "T"
@@ -189,6 +190,7 @@ def test_the_body_view_is_the_response_itself(rx: Any) -> None:
     view = msg.body_view
     assert view.obj is raw
     assert view == b"zero copy"
+    assert msg.body_size == 9
 
 
 def test_any_buffer_is_accepted_and_the_topic_is_shared(rx: Any) -> None:
