@@ -47,22 +47,18 @@ def cython_extensions() -> list[Extension]:
     if cythonize is None:
         print("warning: Cython is not installed; its modules stay interpreted", file=sys.stderr)
         return []
-    extensions = [
-        Extension(
-            ".".join(path.relative_to(SRC).with_suffix("").parts),
-            [str(path)],
-            optional=True,
-        )
-        for path in sources
-    ]
-    return list(
-        cythonize(
-            extensions,
-            build_dir="build/cython",
-            compiler_directives=CYTHON_DIRECTIVES,
-            quiet=True,
-        )
+    extensions = cythonize(
+        [
+            Extension(".".join(path.relative_to(SRC).with_suffix("").parts), [str(path)])
+            for path in sources
+        ],
+        build_dir="build/cython",
+        compiler_directives=CYTHON_DIRECTIVES,
+        quiet=True,
     )
+    for extension in extensions:
+        extension.optional = True  # cythonize does not carry the flag over
+    return list(extensions)
 
 
 SPEEDUPS = Extension(
