@@ -7,7 +7,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint typecheck layers unit clean
 
-$(STAMP): pyproject.toml $(wildcard src/apogee/*.c src/apogee/*.h)
+# Modules compiled by Cython: those whose first line is a `# cython:` directive (setup.py).
+CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^\# cython:/ { print FILENAME }' {} +)
+
+# Editing a compiled source, setup.py or the C kernels reinstalls, which rebuilds them.
+$(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -17,8 +21,8 @@ run: $(STAMP)
 	$(BIN)/apogee standalone
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
+	$(BIN)/ruff format --check src tests bench setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -31,4 +35,4 @@ test: lint typecheck layers
 	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache

@@ -2,18 +2,42 @@
 
 ``kernels`` runs a test once with the compiled kernels (when they were built)
 and once with their pure-Python twins; store and model tests use it for
-every test (see their conftest files). ``make test`` sets
-``APOGEE_REQUIRE_SPEEDUPS=1``: there a missing build fails instead of skipping.
+every test (see their conftest files). ``cython_build`` does the same for a
+module compiled by Cython: a test that uses it gets the compiled module, then
+its source run interpreted, in one process. ``make test`` sets ``APOGEE_REQUIRE_SPEEDUPS=1``:
+there a missing build fails instead of skipping.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import pytest
 
-from apogee.testing.kernels import COMPILED, python_kernels
+from apogee.testing.kernels import (
+    BUILDS,
+    COMPILED,
+    NotCompiledError,
+    module_build,
+    python_kernels,
+)
+
+
+@pytest.fixture(scope="module", params=BUILDS)
+def cython_build(request: pytest.FixtureRequest) -> Callable[[str], ModuleType]:
+    """Gives a module by name in this run's build: compiled, then interpreted."""
+
+    def build_of(name: str) -> ModuleType:
+        try:
+            return module_build(name, request.param)
+        except NotCompiledError as exc:
+            if os.environ.get("APOGEE_REQUIRE_SPEEDUPS") == "1":
+                pytest.fail(f"{exc}; the compiled build is required here")
+            pytest.skip(str(exc))
+
+    return build_of
 
 
 @pytest.fixture(scope="module", params=["compiled", "python"])

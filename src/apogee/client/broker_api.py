@@ -18,6 +18,9 @@ Rules:
 * Decoded messages have zlib-compressed bodies inflated; bodies compressed
   with LZ4 or ZSTD (5.x producers) are handed over as stored, with the
   COMPRESSED bit still set in ``sys_flag``.
+* ``pull(..., lazy=True)`` gives ``ReceivedMessage`` objects, decoded in one
+  compiled pass with properties and body left for first access (what
+  consumers use); the default gives fully decoded ``MessageExt`` values.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, overload
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.props import parse_properties
@@ -43,6 +47,7 @@ from apogee.model.message import (
     properties_to_string,
 )
 from apogee.model.message_codec import decode_record, encode_batch, iter_records
+from apogee.model.received import ReceivedMessage, decode_received
 from apogee.model.results import PullResult, PullStatus, SendResult, SendStatus
 from apogee.model.stats import ConsumerConnection, ConsumeStats, TopicStatsTable
 from apogee.model.subscription import SubscriptionData
@@ -94,6 +99,16 @@ def inflate(msg: MessageExt) -> MessageExt:
 def decode_messages(body: bytes) -> list[MessageExt]:
     """The records of a pull or query response body, bodies inflated."""
     return [inflate(m) for m in iter_records(body)]
+
+
+def _pull_offsets(answer: h.PullMessageResponseHeader) -> tuple[int, int, int, int]:
+    """next begin, min and max offsets and the suggested broker id, in PullResult's order."""
+    return (
+        answer.next_begin_offset,
+        answer.min_offset,
+        answer.max_offset,
+        answer.suggest_which_broker_id,
+    )
 
 
 def _ensure_uniq_key(msg: Message, now: int) -> str:
@@ -253,6 +268,7 @@ class BrokerApi:
 
     # -- pull -----------------------------------------------------------------------
 
+    @overload
     async def pull(
         self,
         addr: str,
@@ -267,7 +283,43 @@ class BrokerApi:
         commit_offset: int | None = None,
         suspend_timeout_ms: int = 0,
         timeout_s: float | None = None,
-    ) -> PullResult:
+        lazy: Literal[False] = False,
+    ) -> PullResult[MessageExt]: ...
+
+    @overload
+    async def pull(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        expression: str | None = "*",
+        sub_version: int = 0,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        timeout_s: float | None = None,
+        lazy: Literal[True],
+    ) -> PullResult[ReceivedMessage]: ...
+
+    async def pull(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        expression: str | None = "*",
+        sub_version: int = 0,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        timeout_s: float | None = None,
+        lazy: bool = False,
+    ) -> PullResult[MessageExt] | PullResult[ReceivedMessage]:
         """Pull up to ``max_nums`` messages from ``offset``.
 
         ``expression`` (a TAG expression) is sent with the pull; None relies on
@@ -275,6 +327,7 @@ class BrokerApi:
         rides along as the group's new committed offset. With
         ``suspend_timeout_ms`` > 0 the broker may hold the pull that long
         waiting for messages (long polling); the network timeout grows by it.
+        ``lazy`` picks the message type (see the module docstring).
         """
         sys_flag = PULL_SUBSCRIPTION if expression is not None else 0
         if commit_offset is not None:
@@ -303,21 +356,20 @@ class BrokerApi:
             raise error_for_code(response.code, response.remark)
         answer = h.PullMessageResponseHeader.from_ext(response.ext_fields)
         status = _PULL_STATUS[response.code]
-        messages: list[MessageExt] = []
-        if status is PullStatus.FOUND:
-            messages = decode_messages(response.body_bytes())
-            if expression is not None:
-                # the broker filters on tag hashes; equal hashes of other tags pass it
-                sub = SubscriptionData.build(topic, expression)
-                messages = [m for m in messages if sub.matches_tag(m.tags)]
-        return PullResult(
-            status=status,
-            next_begin_offset=answer.next_begin_offset,
-            min_offset=answer.min_offset,
-            max_offset=answer.max_offset,
-            suggest_which_broker_id=answer.suggest_which_broker_id,
-            messages=messages,
-        )
+        found = status is PullStatus.FOUND
+        # the broker filters on tag hashes; equal hashes of other tags pass it
+        sub = SubscriptionData.build(topic, expression) if expression is not None else None
+        if sub is not None and sub.is_all:
+            sub = None
+        if lazy:
+            received = decode_received(response.body_bytes()) if found else []
+            if sub is not None:
+                received = [m for m in received if sub.matches_tag(m.tags)]
+            return PullResult(status, *_pull_offsets(answer), messages=received)
+        messages = decode_messages(response.body_bytes()) if found else []
+        if sub is not None:
+            messages = [m for m in messages if sub.matches_tag(m.tags)]
+        return PullResult(status, *_pull_offsets(answer), messages=messages)
 
     # -- offsets ----------------------------------------------------------------------
 

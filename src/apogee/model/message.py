@@ -226,6 +226,10 @@ class MessageExt:
     msg_id: str  # the offset message id (store host + commit-log offset)
 
     @property
+    def body_size(self) -> int:
+        return len(self.body)
+
+    @property
     def tags(self) -> str | None:
         return self.properties.get(PROPERTY_TAGS)
 

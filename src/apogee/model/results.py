@@ -1,8 +1,7 @@
 """What a client gets back from sends and pulls, as values.
 
 Owns: SendStatus / SendResult and PullStatus / PullResult, named after the
-Java client's classes. Imports: ``apogee.model.client``,
-``apogee.model.message``.
+Java client's classes. Imports: ``apogee.model.client``.
 
 These are outcomes, not faults: a send that was stored but not flushed or
 replicated in time is a SendResult with a non-OK status (the message *is*
@@ -13,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Generic, TypeVar
 
 from apogee.model.client import MessageQueue
-from apogee.model.message import MessageExt
 
 
 class SendStatus(Enum):
@@ -43,11 +42,15 @@ class PullStatus(Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
+#: The message type of a pull: MessageExt, or the lazily decoded ReceivedMessage.
+M = TypeVar("M")
+
+
 @dataclass(frozen=True, slots=True)
-class PullResult:
+class PullResult(Generic[M]):
     status: PullStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
     suggest_which_broker_id: int = 0
-    messages: list[MessageExt] = field(default_factory=list)
+    messages: list[M] = field(default_factory=list)

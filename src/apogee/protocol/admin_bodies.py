@@ -60,6 +60,15 @@ def mq_key(mq: MessageQueue) -> str:
     return orjson.dumps(mq_to_json(mq)).decode()
 
 
+def encode_mq_offset_table(table: dict[MessageQueue, int]) -> bytes:
+    """``{"offsetTable":{<mq>:<long>}}`` (a client's offsets.json, ResetOffsetBody), indented.
+
+    ``bodies.decode_mq_offset_table`` reads it back, and fastjson's form too.
+    """
+    body = {"offsetTable": {mq_key(mq): offset for mq, offset in sorted(table.items())}}
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
 def _float(obj: Any, key: str, default: float = 0.0) -> float:
     value = _get(obj, key, default)
     if isinstance(value, bool):

@@ -2,16 +2,20 @@
 
 Owns: the list of places that bind a kernel of ``apogee._speedups`` and
 ``python_kernels``, a context manager that points every one of them at its
-Python twin for a while (tests run the store both ways and compare bytes).
+Python twin for a while (tests run the store both ways and compare bytes);
+:func:`module_build`, either build of a module compiled by Cython.
 Imports: anything; nothing in ``apogee`` imports this module.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
+from apogee._util.compiled import is_compiled, load_interpreted
 from apogee._util.native import speedups
 from apogee.broker.handlers import send
 from apogee.model import javahash, message_codec
@@ -62,3 +66,26 @@ def python_kernels() -> Iterator[None]:
         for owner, name, value in saved:
             setattr(owner, name, value)
         javahash.java_string_hash.cache_clear()
+
+
+#: The two builds of a Cython module that tests compare.
+BUILDS = ("compiled", "interpreted")
+
+
+class NotCompiledError(RuntimeError):
+    """The compiled build of a module was asked for but is not in use."""
+
+
+def module_build(name: str, build: str) -> ModuleType:
+    """Module ``name`` as compiled by Cython, or its source run interpreted.
+
+    Raises:
+        NotCompiledError: ``build`` is "compiled" and the import of ``name``
+            gave its source (no C compiler at install, or APOGEE_PURE_PYTHON).
+    """
+    if build == "interpreted":
+        return load_interpreted(name)
+    module = importlib.import_module(name)
+    if not is_compiled(module):
+        raise NotCompiledError(f"{name} runs from its source here, not compiled")
+    return module

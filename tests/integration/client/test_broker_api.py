@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,8 +13,9 @@ from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
 from apogee.errors import BrokerSystemError, TopicNotExistError
 from apogee.model.client import ConsumerData, ConsumeType, HeartbeatData
-from apogee.model.message import Message
+from apogee.model.message import COMPRESSED_FLAG, Message
 from apogee.model.msgid import parse_offset_msg_id
+from apogee.model.received import ReceivedMessage
 from apogee.model.results import PullStatus, SendStatus
 from apogee.model.subscription import SubscriptionData
 from apogee.remoting.client import RemotingClient
@@ -133,3 +135,30 @@ async def test_client_management_and_errors(broker: Broker, api: BrokerApi) -> N
             default_topic="NoSuchDefault",
         )
     assert missing.value.code == 17
+
+
+async def test_a_lazy_pull_gives_what_the_full_decode_gives(broker: Broker, api: BrokerApi) -> None:
+    addr = broker.address
+    big = bytes(range(256)) * 40  # NUL bytes included
+    await api.send(addr, "broker-a", _msg(b"\x00one", tags="TagA"), queue_id=0, producer_group="pg")
+    await api.send(
+        addr,
+        "broker-a",
+        _msg(zlib.compress(big), tags="TagB", keys="k1 k2"),
+        queue_id=0,
+        producer_group="pg",
+        sys_flag=COMPRESSED_FLAG,
+    )
+    await api.send(addr, "broker-a", _msg(b"three", tags="TagA"), queue_id=0, producer_group="pg")
+
+    full = await api.pull(addr, GROUP, "T1", 0, 0, max_nums=10)
+    lazy = await api.pull(addr, GROUP, "T1", 0, 0, max_nums=10, lazy=True)
+    assert [type(m) for m in lazy.messages] == [ReceivedMessage] * 3
+    assert [m.to_message_ext() for m in lazy.messages] == full.messages
+    assert [m.body for m in lazy.messages] == [b"\x00one", big, b"three"]
+    assert lazy.messages[1].keys == "k1 k2"
+    assert (lazy.next_begin_offset, lazy.min_offset, lazy.max_offset) == (3, 0, 3)
+
+    tagged = await api.pull(addr, GROUP, "T1", 0, 0, expression="TagA", lazy=True)
+    assert [m.queue_offset for m in tagged.messages] == [0, 2]
+    assert (await api.pull(addr, GROUP, "T1", 0, 3, lazy=True)).messages == []

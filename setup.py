@@ -1,0 +1,71 @@
+"""Build of the compiled modules; everything else is declared in pyproject.toml.
+
+Two kinds of compiled code, both optional (a machine without a C compiler
+installs and runs the Python sources alone):
+
+* Cython modules in pure-Python mode: every ``src/apogee/**/*.py`` whose first
+  line is a ``# cython:`` directive comment is compiled under its own module
+  name, so the extension (``name.cpython-*.so``) sits beside its source and
+  wins the import. ``APOGEE_PURE_PYTHON=1`` makes ``import apogee`` load the
+  ``.py`` source instead (``apogee._util.compiled``). The generated C goes to
+  ``build/cython``.
+* ``apogee._speedups``: hand-written C kernels, each with a Python twin.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+try:
+    from Cython.Build import cythonize
+except ImportError:  # a build without Cython installs those modules as they are
+    cythonize = None
+
+SRC = Path("src")
+CYTHON_HEADER = "# cython:"
+# "if cython.compiled:" branches leave their interpreted side unreachable on purpose
+CYTHON_DIRECTIVES = {"language_level": 3, "embedsignature": True, "warn.unreachable": False}
+
+
+def cython_sources() -> list[Path]:
+    """The pure-Python-mode modules to compile (see the module docstring)."""
+    found = []
+    for path in sorted((SRC / "apogee").rglob("*.py")):
+        with path.open(encoding="utf-8") as f:
+            if f.readline().startswith(CYTHON_HEADER):
+                found.append(path)
+    return found
+
+
+def cython_extensions() -> list[Extension]:
+    sources = cython_sources()
+    if not sources:
+        return []
+    if cythonize is None:
+        print("warning: Cython is not installed; its modules stay interpreted", file=sys.stderr)
+        return []
+    extensions = cythonize(
+        [
+            Extension(".".join(path.relative_to(SRC).with_suffix("").parts), [str(path)])
+            for path in sources
+        ],
+        build_dir="build/cython",
+        compiler_directives=CYTHON_DIRECTIVES,
+        quiet=True,
+    )
+    for extension in extensions:
+        extension.optional = True  # cythonize does not carry the flag over
+    return list(extensions)
+
+
+SPEEDUPS = Extension(
+    "apogee._speedups",
+    sources=["src/apogee/_speedups.c", "src/apogee/_groupsync.c"],
+    depends=["src/apogee/_groupsync.h"],
+    optional=True,
+)
+
+setup(ext_modules=[SPEEDUPS, *cython_extensions()])
