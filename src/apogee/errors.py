@@ -52,6 +52,12 @@ class HeaderFieldError(ProtocolError):
         self.field = field
 
 
+class TagExpressionError(ApogeeError, ValueError):
+    """A tag subscription expression that is refused (too long)."""
+
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
 class FilterExpressionError(ApogeeError, ValueError):
     """A property-filter (SQL92) expression that does not compile.
 
