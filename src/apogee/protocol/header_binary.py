@@ -80,6 +80,8 @@ def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingComman
     code, lang, version, opaque, flag = _FIXED.unpack_from(view, 0)
     pos = _FIXED.size
     remark, pos = _read_str(view, pos, 4, "remark")
+    if pos + 4 > size:
+        raise ProtocolError("binary header ends inside the extFields length")
     (ext_len,) = _I32.unpack_from(view, pos)
     pos += 4
     if ext_len < 0 or pos + ext_len > size:

@@ -92,7 +92,12 @@ class Connection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
-            log.warning("closing connection with %s: %s", self.peer, exc)
+            log.warning("closing connection with %s: %.300s", self.peer, exc)
+            self.abort()
+            return
+        except Exception as exc:  # a decoder fault must not reach the transport
+            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
+                      self.peer, exc)  # fmt: skip
             self.abort()
             return
         if len(commands) == 1:
