@@ -14,6 +14,7 @@ from apogee.client.instance import ClientInstance, InstanceConfig
 from apogee.client.producer import Producer, ProducerConfig
 from apogee.client.selectors import QueueSelector, select_by_hash, select_random
 from apogee.client.transaction import LocalTransactionState
+from apogee.client.transaction_producer import TransactionProducer, TransactionSendResult
 from apogee.model.client import MessageQueue
 from apogee.model.message import Message, MessageExt
 from apogee.model.results import SendResult, SendStatus
@@ -30,6 +31,8 @@ __all__ = [
     "QueueSelector",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "select_by_hash",
     "select_random",
 ]

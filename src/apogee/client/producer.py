@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from apogee.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance, InstanceConfig
 from apogee.client.latency import LatencyFaultTable
@@ -212,7 +212,7 @@ class Producer:
             finally:
                 await instance.release()
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
