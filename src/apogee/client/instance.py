@@ -96,6 +96,11 @@ _Key = tuple[int, tuple[str, ...], str]
 _SHARED: dict[_Key, ClientInstance] = {}
 
 
+def live_instances() -> list[ClientInstance]:
+    """The instances of this process that are not closed, on any event loop."""
+    return [i for i in _SHARED.values() if not i.closed]
+
+
 class ClientInstance:
     def __init__(self, namesrv_addrs: Sequence[str], config: InstanceConfig) -> None:
         self.config = config
@@ -160,6 +165,11 @@ class ClientInstance:
             await self.close()
 
     # -- lifetime -------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the instance runs on (None before ``start``)."""
+        return self._loop
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

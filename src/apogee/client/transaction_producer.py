@@ -84,25 +84,15 @@ class TransactionProducer(Producer):
         """Send ``msg`` as a half message, run ``local_tx(msg, arg)``, end the transaction."""
         half = await self.send_half(msg, timeout=timeout)
         if half.status is not SendStatus.SEND_OK:
-            state = LocalTransactionState.ROLLBACK_MESSAGE
-            await self.end_transaction(half, state, remark=f"half message {half.status.value}")
-            return _with_state(half, state)
+            return await self.end_unstored(half)
         try:
             outcome: object = local_tx(msg, arg)
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:
-            await self.end_transaction(
-                half, LocalTransactionState.UNKNOW, remark=f"local transaction failed: {exc!r}"
-            )
+            await self.end_transaction(half, LocalTransactionState.UNKNOW, remark=failed(exc))
             raise
-        if isinstance(outcome, LocalTransactionState):
-            state, remark = outcome, None
-        else:
-            state, remark = LocalTransactionState.UNKNOW, f"local transaction returned {outcome!r}"
-            log.warning("%s for %s; leaving the transaction open", remark, half.msg_id)
-        await self.end_transaction(half, state, remark=remark)
-        return _with_state(half, state)
+        return await self.end_with(half, outcome)
 
     async def send_half(self, msg: Message, *, timeout: float | None = None) -> SendResult:
         """The first step alone: store ``msg`` as a half message (invisible until committed)."""
@@ -120,6 +110,27 @@ class TransactionProducer(Producer):
         await end_transaction(
             self.instance.broker_api, addr, half, self.group, state, remark=remark
         )
+
+    async def end_unstored(self, half: SendResult) -> TransactionSendResult:
+        """Roll back a half that was not stored safely (its status is not SEND_OK)."""
+        state = LocalTransactionState.ROLLBACK_MESSAGE
+        await self.end_transaction(half, state, remark=f"half message {half.status.value}")
+        return _with_state(half, state)
+
+    async def end_with(self, half: SendResult, outcome: object) -> TransactionSendResult:
+        """End ``half`` as the local transaction's ``outcome`` says (UNKNOW if it is no state)."""
+        if isinstance(outcome, LocalTransactionState):
+            state, remark = outcome, None
+        else:
+            state, remark = LocalTransactionState.UNKNOW, f"local transaction returned {outcome!r}"
+            log.warning("%s for %s; leaving the transaction open", remark, half.msg_id)
+        await self.end_transaction(half, state, remark=remark)
+        return _with_state(half, state)
+
+
+def failed(exc: BaseException) -> str:
+    """The remark END_TRANSACTION carries for a local transaction that raised ``exc``."""
+    return f"local transaction failed: {exc!r}"
 
 
 def _with_state(result: SendResult, state: LocalTransactionState) -> TransactionSendResult:
