@@ -258,7 +258,7 @@ class BrokerApi:
         """
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         request = new_command(code, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, body, _JSON)
-        conn = await self.remoting.connection(addr)
+        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
         response = await conn.invoke(
             request, timeout_s or self.timeout_s or self.remoting.config.request_timeout_s
         )

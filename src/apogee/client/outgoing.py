@@ -89,14 +89,19 @@ def check_batch(messages: Sequence[Message], max_size: int) -> str:
     topic = messages[0].topic
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         raise InvalidMessageError(f"topic: a batch cannot be sent to the retry topic {topic}")
+    check_message(messages[0], max_size)
+    delay = PROPERTY_DELAY_TIME_LEVEL
+    # One lean pass: a batch holds many messages; check_message names a bad body's fault.
     for i, msg in enumerate(messages):
         if msg.topic != topic:
             raise InvalidMessageError(
                 f"messages[{i}].topic: {msg.topic!r}, but a batch goes to one topic ({topic!r})"
             )
-        if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+        body = msg.body
+        if type(body) is not bytes or not body or len(body) > max_size:
+            check_message(msg, max_size)
+        if delay in msg.properties:
             raise InvalidMessageError(f"messages[{i}].delay_level: batches cannot be delayed")
-        check_message(msg, max_size)
     return topic
 
 
@@ -131,10 +136,11 @@ def encode_batches(messages: Sequence[Message], now_ms: int, max_size: int) -> l
         InvalidMessageError: a message alone is larger than ``max_size``
             encoded, or its property string exceeds 32767 bytes.
     """
-    missing = [m for m in messages if _UNIQ not in m.properties]
+    uniq = _UNIQ
+    missing = [m for m in messages if uniq not in m.properties]
     if missing:
         for msg, key in zip(missing, new_uniq_keys(now_ms, len(missing)), strict=True):
-            msg.properties[_UNIQ] = key
+            msg.properties[uniq] = key
     head = _BATCH_HEAD.pack
     plen = _I16.pack
     out: list[EncodedBatch] = []
@@ -143,23 +149,27 @@ def encode_batches(messages: Sequence[Message], now_ms: int, max_size: int) -> l
     size = 0
     for i, msg in enumerate(messages):
         props = msg.properties
-        text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
-        encoded = text.encode()
-        if len(encoded) > MAX_PROPERTIES_LENGTH:
-            raise InvalidMessageError(
-                f"messages[{i}].properties: {len(encoded)} bytes, the limit is 32767"
-            )
+        key = props[uniq]
+        if len(props) == 1:  # the common case: nothing but the id
+            encoded = f"{uniq}\x01{key}\x02".encode()
+        else:
+            encoded = "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode()
+            if len(encoded) > MAX_PROPERTIES_LENGTH:
+                raise InvalidMessageError(
+                    f"messages[{i}].properties: {len(encoded)} bytes, the limit is 32767"
+                )
         body = msg.body
-        total = 22 + len(body) + len(encoded)
-        if total > max_size:
-            raise InvalidMessageError(
-                f"messages[{i}]: {total} bytes encoded, more than a batch may hold ({max_size})"
-            )
+        blen = len(body)
+        total = 22 + blen + len(encoded)
         if size + total > max_size:
+            if total > max_size:
+                raise InvalidMessageError(
+                    f"messages[{i}]: {total} bytes encoded, more than a batch may hold ({max_size})"
+                )
             out.append(EncodedBatch(b"".join(parts), len(keys), ",".join(keys)))
             parts, keys, size = [], [], 0
-        parts += (head(total, 0, 0, msg.flag, len(body)), body, plen(len(encoded)), encoded)
-        keys.append(props[_UNIQ])
+        parts += (head(total, 0, 0, msg.flag, blen), body, plen(len(encoded)), encoded)
+        keys.append(key)
         size += total
     out.append(EncodedBatch(b"".join(parts), len(keys), ",".join(keys)))
     return out

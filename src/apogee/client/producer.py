@@ -409,20 +409,14 @@ class Producer:
         api = self.instance.broker_api
         batch = ext["m"] == "true"
         timeout_s = timeout or self.config.send_timeout_s
-        monotonic = time.monotonic
-        start = monotonic()
         if queue is not None or selector is not None:
             mq = await self._target(routes, msg, queue, selector, arg)
-            addr = await self._master(routes, mq)
-            ext["e"] = str(mq.queue_id)
-            ext["g"] = str(time.time_ns() // 1_000_000)
-            remaining = timeout_s - (monotonic() - start)
-            try:
-                return await api.send_v2(addr, mq, ext, body, msg_id, remaining, batch=batch)
-            except ApogeeError:
-                self._failed(routes, mq, monotonic() - start)
-                raise
-        info = await self._publish_info(routes, msg.topic)
+            return await self._send_once(routes, mq, ext, body, msg_id, timeout_s, batch)
+        monotonic = time.monotonic
+        start = monotonic()
+        info = routes.publish.get(msg.topic)
+        if info is None or not info.queues:
+            info = await self._publish_info(routes, msg.topic)
         faults = self.fault_table
         attempts = 1 + self.config.retries
         last_broker: str | None = None
@@ -439,7 +433,7 @@ class Producer:
             ext["e"] = str(mq.queue_id)
             ext["g"] = str(time.time_ns() // 1_000_000)
             try:
-                addr = await self._master(routes, mq)
+                addr = routes.master_addr(mq.broker_name) or await self._master(routes, mq)
                 result = await api.send_v2(addr, mq, ext, body, msg_id, remaining, batch=batch)
             except ApogeeError as exc:
                 self._failed(routes, mq, monotonic() - begin)
@@ -460,6 +454,30 @@ class Producer:
             return result
         assert error is not None
         raise error
+
+    async def _send_once(  # noqa: PLR0917  # private, positional on purpose
+        self,
+        routes: RouteCache,
+        mq: MessageQueue,
+        ext: dict[str, str],
+        body: bytes,
+        msg_id: str,
+        timeout_s: float,
+        batch: bool,
+    ) -> SendResult:
+        """One attempt to ``mq``, as ordered sends make."""
+        start = time.monotonic()
+        addr = await self._master(routes, mq)
+        ext["e"] = str(mq.queue_id)
+        ext["g"] = str(time.time_ns() // 1_000_000)
+        remaining = timeout_s - (time.monotonic() - start)
+        try:
+            return await self.instance.broker_api.send_v2(
+                addr, mq, ext, body, msg_id, remaining, batch=batch
+            )
+        except ApogeeError:
+            self._failed(routes, mq, time.monotonic() - start)
+            raise
 
     def _failed(self, routes: RouteCache, mq: MessageQueue, elapsed_s: float) -> None:
         """Bookkeeping after a failed attempt: latency table, route refresh."""
