@@ -276,7 +276,7 @@ class Message:
         if tags is not None:
             self.properties[PROPERTY_TAGS] = tags
         if keys is not None:
-            self.keys = keys  # type: ignore[assignment]  # the setter takes more than it returns
+            self.keys = keys
         if delay_level:
             self.delay_level = delay_level
 
