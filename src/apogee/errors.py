@@ -120,6 +120,26 @@ class ClientError(ApogeeError):
     """Invalid use of a client (bad argument, not started, ...)."""
 
 
+class ClientClosedError(ClientError):
+    """A producer or consumer used before ``start()`` or after ``close()``."""
+
+
+class InvalidMessageError(ClientError, ValueError):
+    """A message the client refuses before sending it; the message names the field.
+
+    The code is MESSAGE_ILLEGAL, what the Java client's validators report.
+    """
+
+    code = ResponseCode.MESSAGE_ILLEGAL
+
+
+class NoRouteError(ClientError):
+    """No broker takes messages for a topic: the name servers know no route for it,
+    and none for the default topic a send could create it from."""
+
+    code = ResponseCode.TOPIC_NOT_EXIST
+
+
 class BrokerResponseError(ApogeeError):
     """A broker or name server answered with a non-success response code."""
 

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.periodic import PeriodicTask
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
@@ -45,7 +46,7 @@ from apogee.broker.schedule_service import (
     ScheduleMessageService,
     ScheduleSettings,
 )
-from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask
+from apogee.broker.services import ConfigFiles, DispatchDriver
 from apogee.broker.topics import TopicConfigManager, TopicDefaults
 from apogee.broker.transaction_book import TransactionBook
 from apogee.broker.transaction_service import TransactionCheckService, recover_book

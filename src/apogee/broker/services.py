@@ -1,10 +1,10 @@
 """The broker's background work as small start/stop objects on the event loop.
 
-Owns: PeriodicTask (one callable every N seconds: offset persistence,
-client expiry, store cleaning), DispatchDriver (moves the store's dispatch
-cursor right after puts, coalesced, so long-polled pulls wake within a loop
-turn) and ConfigFiles (writes the managers' JSON files on a worker thread).
-Imports: asyncio, ``apogee._util.fileio``, stdlib.
+Owns: DispatchDriver (moves the store's dispatch cursor right after puts,
+coalesced, so long-polled pulls wake within a loop turn) and ConfigFiles
+(writes the managers' JSON files on a worker thread). PeriodicTask (one
+callable every N seconds) lives in ``apogee._util.periodic``, shared with
+the client. Imports: asyncio, ``apogee._util``, stdlib.
 
 Invariants: nothing here blocks the loop on the disk (file writes run in
 ``asyncio.to_thread``; one write per file at a time, newest content wins);
@@ -15,60 +15,16 @@ for a round in progress.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from apogee._util.fileio import atomic_write
+from apogee._util.periodic import PeriodicTask
 from apogee.errors import ConfigError, ProtocolError
 
 log = logging.getLogger(__name__)
-
-Work = Callable[[], object] | Callable[[], Awaitable[object]]
-
-
-class PeriodicTask:
-    """Runs ``work`` every ``interval_s`` (first after ``first_delay_s``)."""
-
-    def __init__(
-        self, name: str, interval_s: float, work: Work, *, first_delay_s: float | None = None
-    ) -> None:
-        self.name = name
-        self.interval_s = interval_s
-        self.first_delay_s = interval_s if first_delay_s is None else first_delay_s
-        self._work = work
-        self._task: asyncio.Task[None] | None = None
-        self.rounds = 0
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
-
-    async def _run(self) -> None:
-        await asyncio.sleep(self.first_delay_s)
-        while True:
-            try:
-                result = self._work()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                log.exception("%s failed", self.name)
-            self.rounds += 1
-            await asyncio.sleep(self.interval_s)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 class Completions(Protocol):

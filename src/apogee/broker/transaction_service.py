@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from apogee._util.clock import Clock
+from apogee._util.periodic import PeriodicTask
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.offsets import ConsumerOffsetManager
-from apogee.broker.services import PeriodicTask
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.transaction import (
     HALF_QUEUE_ID,

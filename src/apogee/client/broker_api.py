@@ -33,7 +33,7 @@ from typing import Literal, overload
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.props import parse_properties
 from apogee.client.uniq_key import new_uniq_key
-from apogee.codes import RequestCode, ResponseCode
+from apogee.codes import CURRENT_VERSION, RequestCode, ResponseCode, SerializeType
 from apogee.errors import ClientError, ProtocolError, error_for_code
 from apogee.model.client import HeartbeatData, MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
@@ -54,7 +54,7 @@ from apogee.model.subscription import SubscriptionData
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from apogee.protocol import admin_bodies, bodies
 from apogee.protocol import headers as h
-from apogee.protocol.command import RemotingCommand
+from apogee.protocol.command import DEFAULT_LANGUAGE, RemotingCommand, new_command
 from apogee.remoting.client import RemotingClient
 
 #: Queues a topic gets when a send auto-creates it from TBW102 (Java producer default).
@@ -79,6 +79,7 @@ _PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
 _UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+_JSON = SerializeType.JSON
 
 
 def inflate(msg: MessageExt) -> MessageExt:
@@ -250,21 +251,59 @@ class BrokerApi:
         uniq: str,
         timeout_s: float | None,
     ) -> SendResult:
-        request = RemotingCommand.request(code, header.to_ext_v2(), body)
-        response = await self.remoting.invoke(addr, request, timeout_s or self.timeout_s)
+        mq = MessageQueue(header.topic, broker_name, header.queue_id)
+        ext = header.to_ext_v2()
+        return await self.send_v2(addr, mq, ext, body, uniq, timeout_s, batch=header.batch)
+
+    async def send_v2(  # noqa: PLR0917  # the send path: positional, no keyword matching
+        self,
+        addr: str,
+        mq: MessageQueue,
+        ext: dict[str, str],
+        body: bytes,
+        msg_id: str,
+        timeout_s: float | None,
+        *,
+        batch: bool = False,
+    ) -> SendResult:
+        """Send a prepared SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header and body to ``mq``.
+
+        The producer's path: ``ext`` is ``SendMessageRequestHeader.to_ext_v2()``
+        for ``mq`` (queue id included); ``msg_id`` becomes the result's msg_id.
+        """
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        request = new_command(code, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, body, _JSON)
+        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
+        response = await conn.invoke(
+            request, timeout_s or self.timeout_s or self.remoting.config.request_timeout_s
+        )
         status = _SEND_STATUS.get(response.code)
         if status is None:
             raise error_for_code(response.code, response.remark)
-        answer = h.SendMessageResponseHeader.from_ext(response.ext_fields)
-        return SendResult(
-            status=status,
-            message_queue=MessageQueue(header.topic, broker_name, answer.queue_id),
-            queue_offset=answer.queue_offset,
-            offset_msg_id=answer.msg_id,
-            msg_id=uniq,
-            transaction_id=answer.transaction_id,
-            region_id=answer.msg_region,
-        )
+        answer = response.ext_fields
+        try:
+            queue_id = int(answer["queueId"])
+            result = SendResult(
+                status,
+                mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id),
+                int(answer["queueOffset"]),
+                answer["msgId"],
+                msg_id,
+                answer.get("transactionId"),
+                answer.get("MSG_REGION"),
+            )
+        except (KeyError, ValueError):
+            h.SendMessageResponseHeader.from_ext(answer)  # raises, naming the field
+            raise
+        return result
+
+    async def send_v2_oneway(
+        self, addr: str, ext: dict[str, str], body: bytes, *, batch: bool = False
+    ) -> None:
+        """``send_v2`` without an answer: the message is written to the connection."""
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        request = new_command(code, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, body, _JSON)
+        await self.remoting.invoke_oneway(addr, request)
 
     # -- pull -----------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ property merge of the store work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -247,19 +247,80 @@ class MessageExt:
         return self.uniq_key or self.msg_id
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
-    """A message as a producer builds it."""
+    """A message as a producer builds it.
+
+    ``tags``, ``keys`` and ``delay_level`` are stored as the TAGS, KEYS and
+    DELAY properties, as RocketMQ's Message does; ``keys`` may be one string
+    or several, joined with spaces. ``properties`` is copied, so the caller's
+    mapping is never changed by the producer (which adds UNIQ_KEY).
+    """
 
     topic: str
     body: bytes
-    flag: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
+    flag: int
+    properties: dict[str, str]
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        delay_level: int = 0,
+        flag: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        self.properties = {} if properties is None else dict(properties)
+        if tags is not None:
+            self.properties[PROPERTY_TAGS] = tags
+        if keys is not None:
+            self.keys = keys
+        if delay_level:
+            self.delay_level = delay_level
 
     @property
     def tags(self) -> str | None:
         return self.properties.get(PROPERTY_TAGS)
 
+    @tags.setter
+    def tags(self, value: str | None) -> None:
+        _put(self.properties, PROPERTY_TAGS, value)
+
     @property
     def keys(self) -> str | None:
+        """The KEYS property: space-separated keys the broker indexes."""
         return self.properties.get(PROPERTY_KEYS)
+
+    @keys.setter
+    def keys(self, value: str | Iterable[str] | None) -> None:
+        if value is not None and not isinstance(value, str):
+            value = KEY_SEPARATOR.join(value)
+        _put(self.properties, PROPERTY_KEYS, value)
+
+    @property
+    def delay_level(self) -> int:
+        """The delay level (1..18 on a default broker); 0 for none."""
+        value = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+        return int(value) if value and value.lstrip("-").isdigit() else 0
+
+    @delay_level.setter
+    def delay_level(self, level: int) -> None:
+        _put(self.properties, PROPERTY_DELAY_TIME_LEVEL, str(level) if level else None)
+
+    @property
+    def uniq_key(self) -> str | None:
+        """The producer's unique id (UNIQ_KEY), set on the first send."""
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+def _put(properties: dict[str, str], name: str, value: str | None) -> None:
+    if value is None:
+        properties.pop(name, None)
+    else:
+        properties[name] = value

@@ -52,6 +52,11 @@ class RemotingClient:
         """Call ``listener(connection)`` when any pooled connection closes."""
         self._close_listeners.append(listener)
 
+    def pooled(self, addr: str) -> Connection | None:
+        """The open pooled connection to ``addr``, or None (no await: for hot paths)."""
+        conn = self._pool.get(addr)
+        return conn if conn is not None and not conn.closed else None
+
     async def connection(self, addr: str) -> Connection:
         """The pooled connection to ``addr``, connecting on first use."""
         conn = self._pool.get(addr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from apogee.client.uniq_key import new_uniq_key
+from apogee.client.uniq_key import new_uniq_key, new_uniq_keys
 
 
 def test_layout_prefix_and_month_offset() -> None:
@@ -22,3 +22,15 @@ def test_layout_prefix_and_month_offset() -> None:
     assert int(keys[0][8:12], 16) == os.getpid() & 0xFFFF
     since = int(keys[0][20:28], 16)
     assert since == now_ms - int(month_start.timestamp() * 1000)
+
+
+def test_ids_made_together_share_the_time_and_count_on() -> None:
+    now_ms = 1_700_000_000_000
+    single = new_uniq_key(now_ms)
+    keys = new_uniq_keys(now_ms, 70_000)  # more than the 16-bit counter holds: it wraps
+    assert all(len(k) == 32 and k[:28] == single[:28] for k in keys)
+    counters = [int(k[28:], 16) for k in keys]
+    first = (int(single[28:], 16) + 1) & 0xFFFF
+    assert counters == [(first + i) & 0xFFFF for i in range(70_000)]
+    assert int(new_uniq_key(now_ms)[28:], 16) == (first + 70_000) & 0xFFFF
+    assert new_uniq_keys(now_ms + 1, 1)[0][20:28] != single[20:28]

@@ -1,0 +1,260 @@
+"""The client for code without an event loop: scripts, notebooks, worker threads.
+
+Owns: LoopThread (one daemon thread per process running the event loop every
+sync client shares; uvloop when installed) and the blocking Producer and
+TransactionProducer, each a thin shell around its asyncio twin running there.
+Imports: asyncio, threading, ``apogee.client``, ``apogee.errors``,
+``apogee.remoting``.
+
+::
+
+    from apogee.client import Message
+    from apogee.client.sync import Producer
+
+    with Producer("scripts", namesrv="127.0.0.1:9876") as producer:
+        producer.send(Message("orders", b"..."))
+
+Rules:
+* any number of threads may call one producer at once; their sends run
+  concurrently on the loop thread;
+* a transaction's local transaction runs in the thread that called
+  ``send_in_transaction`` (it may use that thread's database session), the
+  ``checker`` in a worker thread of the loop (it may block);
+* calling a sync method on the loop thread itself (from a callback of an
+  asyncio client) would wait forever, so it raises ClientError instead;
+* at interpreter exit the loop closes what is still open (producers leave
+  their groups) before the thread ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from apogee.client import instance as instance_module
+from apogee.client import producer as async_producer
+from apogee.client import transaction_producer as async_tx
+from apogee.client.latency import LatencyFaultTable
+from apogee.client.selectors import QueueSelector
+from apogee.client.transaction import LocalTransactionState
+from apogee.errors import ClientError
+from apogee.model.client import MessageQueue
+from apogee.model.message import Message, MessageExt
+from apogee.model.results import SendResult, SendStatus
+from apogee.remoting.runner import loop_factory
+
+T = TypeVar("T")
+
+_CLOSE_TIMEOUT_S = 10.0
+
+
+class LoopThread:
+    """The process's event loop for sync clients, on a daemon thread started on first use."""
+
+    _shared: LoopThread | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        factory = loop_factory()
+        self.loop = factory() if factory is not None else asyncio.new_event_loop()
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="apogee-client-loop", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+
+    @classmethod
+    def get(cls) -> LoopThread:
+        with cls._lock:
+            if cls._shared is None or not cls._shared._thread.is_alive():
+                cls._shared = cls()
+                atexit.register(cls._shared.stop)
+            return cls._shared
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the loop and wait for its result in the calling thread."""
+        if threading.current_thread() is self._thread:
+            work.close()
+            raise ClientError(
+                "a sync client method was called on the client's own loop thread "
+                "(from a callback?): use the asyncio client there"
+            )
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return future.result()
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        """Close every client instance still open on the loop, then end the thread."""
+        if not self._thread.is_alive():
+            return
+
+        async def close_all() -> None:
+            live = [i for i in instance_module.live_instances() if i.loop is self.loop]
+            await asyncio.gather(*(i.close() for i in live), return_exceptions=True)
+
+        # a client that cannot say goodbye in time is left to the brokers' expiry
+        with contextlib.suppress(TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(_CLOSE_TIMEOUT_S)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(_CLOSE_TIMEOUT_S)
+
+
+class Producer:
+    """``apogee.client.Producer`` with blocking methods; the same options."""
+
+    def __init__(
+        self,
+        group: str = async_producer.DEFAULT_PRODUCER_GROUP,
+        *,
+        namesrv: str | Sequence[str],
+        **options: Any,
+    ) -> None:
+        self._runner = LoopThread.get()
+        self._async = self._make(group, namesrv, options)
+
+    def _make(
+        self, group: str, namesrv: str | Sequence[str], options: dict[str, Any]
+    ) -> async_producer.Producer:
+        return async_producer.Producer(group, namesrv=namesrv, **options)
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def config(self) -> async_producer.ProducerConfig:
+        return self._async.config
+
+    @property
+    def fault_table(self) -> LatencyFaultTable | None:
+        return self._async.fault_table
+
+    @property
+    def asyncio_producer(self) -> async_producer.Producer:
+        """The asyncio producer this one drives (use it only on ``LoopThread.get().loop``)."""
+        return self._async
+
+    def start(self) -> None:
+        self._runner.run(self._async.start())
+
+    def close(self) -> None:
+        self._runner.run(self._async.close())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send ``msg`` and return the broker's answer (see ``apogee.client.Producer.send``)."""
+        work = self._async.send(msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
+        return self._runner.run(work)
+
+    def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        self._runner.run(self._async.send_oneway(msg, queue=queue, selector=selector, arg=arg))
+
+    def send_batch(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> list[SendResult]:
+        work = self._async.send_batch(
+            messages, queue=queue, selector=selector, arg=arg, timeout=timeout
+        )
+        return self._runner.run(work)
+
+
+#: A sync checker: it may block; it runs in a worker thread.
+SyncChecker = Callable[[MessageExt], LocalTransactionState]
+
+
+class TransactionProducer(Producer):
+    """``apogee.client.TransactionProducer`` with blocking methods; the same options."""
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv: str | Sequence[str],
+        checker: SyncChecker,
+        **options: Any,
+    ) -> None:
+        if not callable(checker):
+            raise ClientError(f"checker: {checker!r} is not callable")
+
+        async def in_a_thread(half: MessageExt) -> LocalTransactionState:
+            return await asyncio.to_thread(checker, half)
+
+        super().__init__(group, namesrv=namesrv, checker=in_a_thread, **options)
+
+    def _make(
+        self, group: str, namesrv: str | Sequence[str], options: dict[str, Any]
+    ) -> async_tx.TransactionProducer:
+        return async_tx.TransactionProducer(group, namesrv=namesrv, **options)
+
+    @property
+    def _tx(self) -> async_tx.TransactionProducer:
+        tx = self._async
+        assert isinstance(tx, async_tx.TransactionProducer)
+        return tx
+
+    def send_in_transaction(
+        self,
+        msg: Message,
+        local_tx: Callable[[Message, Any], LocalTransactionState],
+        arg: Any = None,
+        *,
+        timeout: float | None = None,
+    ) -> async_tx.TransactionSendResult:
+        """Send a half message, run ``local_tx(msg, arg)`` in this thread, end the transaction."""
+        tx, run = self._tx, self._runner.run
+        half = run(tx.send_half(msg, timeout=timeout))
+        if half.status is not SendStatus.SEND_OK:
+            return run(tx.end_unstored(half))
+        try:
+            outcome = local_tx(msg, arg)
+        except Exception as exc:
+            run(tx.end_transaction(half, LocalTransactionState.UNKNOW, remark=async_tx.failed(exc)))
+            raise
+        return run(tx.end_with(half, outcome))

@@ -1,0 +1,138 @@
+"""The transactional producer: a message becomes visible only if the local transaction commits.
+
+Owns: TransactionProducer and TransactionSendResult. Imports:
+``apogee.client``, ``apogee.errors``, ``apogee.model``.
+
+``send_in_transaction(msg, local_tx, arg)`` (Java TransactionMQProducer):
+1. sends ``msg`` as a half message (TRAN_MSG, PGROUP, PREPARED sysFlag, no
+   delay), with the producer's retries; the broker stores it out of sight;
+2. if the half was stored (SEND_OK), runs ``local_tx(msg, arg)`` (a function
+   or a coroutine function) for a LocalTransactionState; a stored-but-not-
+   flushed half is rolled back without running it;
+3. ends the transaction with END_TRANSACTION (oneway): COMMIT makes the
+   message visible, ROLLBACK drops it, UNKNOW leaves it open.
+
+When ``local_tx`` raises, the transaction is left UNKNOW (the exception text
+goes to the broker as the remark) and the exception propagates. An open
+transaction, or one whose producer died before ending it, is resolved by the
+broker's check-back: it asks a live producer of the same group
+(CHECK_TRANSACTION_STATE) and ``checker(half_message)`` answers, so every
+process of a group must be started with a checker that can decide from the
+message alone (its keys, its properties, the transaction id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from apogee.client.producer import Producer
+from apogee.client.transaction import CheckListener, LocalTransactionState, end_transaction
+from apogee.errors import ClientError
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_PREPARED,
+    Message,
+)
+from apogee.model.results import SendResult, SendStatus
+
+log = logging.getLogger(__name__)
+
+#: ``local_tx(msg, arg)``: runs the local transaction, says how it ended.
+LocalTransaction = Callable[
+    [Message, Any], LocalTransactionState | Awaitable[LocalTransactionState]
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransactionSendResult(SendResult):
+    """The half message's SendResult and what the local transaction decided."""
+
+    local_state: LocalTransactionState = LocalTransactionState.UNKNOW
+
+
+class TransactionProducer(Producer):
+    """A Producer whose ``send_in_transaction`` ties a message to a local transaction.
+
+    ::
+
+        async def checker(half: MessageExt) -> LocalTransactionState:
+            return COMMIT_MESSAGE if order_saved(half.keys) else ROLLBACK_MESSAGE
+
+        async with TransactionProducer("orders-tx", namesrv=..., checker=checker) as p:
+            await p.send_in_transaction(Message("orders", b"..."), save_order)
+    """
+
+    def __init__(self, group: str, *, checker: CheckListener, **options: Any) -> None:
+        super().__init__(group, **options)
+        if not callable(checker):
+            raise ClientError(f"checker: {checker!r} is not callable")
+        self._checker = checker
+
+    async def send_in_transaction(
+        self,
+        msg: Message,
+        local_tx: LocalTransaction,
+        arg: Any = None,
+        *,
+        timeout: float | None = None,
+    ) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run ``local_tx(msg, arg)``, end the transaction."""
+        half = await self.send_half(msg, timeout=timeout)
+        if half.status is not SendStatus.SEND_OK:
+            return await self.end_unstored(half)
+        try:
+            outcome: object = local_tx(msg, arg)
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        except Exception as exc:
+            await self.end_transaction(half, LocalTransactionState.UNKNOW, remark=failed(exc))
+            raise
+        return await self.end_with(half, outcome)
+
+    async def send_half(self, msg: Message, *, timeout: float | None = None) -> SendResult:
+        """The first step alone: store ``msg`` as a half message (invisible until committed)."""
+        msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        msg.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+        msg.properties[PROPERTY_PRODUCER_GROUP] = self.group
+        return await self.send(msg, timeout=timeout)
+
+    async def end_transaction(
+        self, half: SendResult, state: LocalTransactionState, *, remark: str | None = None
+    ) -> None:
+        """The last step alone: commit, roll back or leave open the half message ``half``."""
+        routes = self._started_routes()
+        addr = await self._master(routes, half.message_queue)
+        await end_transaction(
+            self.instance.broker_api, addr, half, self.group, state, remark=remark
+        )
+
+    async def end_unstored(self, half: SendResult) -> TransactionSendResult:
+        """Roll back a half that was not stored safely (its status is not SEND_OK)."""
+        state = LocalTransactionState.ROLLBACK_MESSAGE
+        await self.end_transaction(half, state, remark=f"half message {half.status.value}")
+        return _with_state(half, state)
+
+    async def end_with(self, half: SendResult, outcome: object) -> TransactionSendResult:
+        """End ``half`` as the local transaction's ``outcome`` says (UNKNOW if it is no state)."""
+        if isinstance(outcome, LocalTransactionState):
+            state, remark = outcome, None
+        else:
+            state, remark = LocalTransactionState.UNKNOW, f"local transaction returned {outcome!r}"
+            log.warning("%s for %s; leaving the transaction open", remark, half.msg_id)
+        await self.end_transaction(half, state, remark=remark)
+        return _with_state(half, state)
+
+
+def failed(exc: BaseException) -> str:
+    """The remark END_TRANSACTION carries for a local transaction that raised ``exc``."""
+    return f"local transaction failed: {exc!r}"
+
+
+def _with_state(result: SendResult, state: LocalTransactionState) -> TransactionSendResult:
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    return TransactionSendResult(**fields, local_state=state)

@@ -1,0 +1,131 @@
+"""The blocking facade (apogee.client.sync) from plain threads, against broker processes.
+
+These tests are not coroutines: they call the sync producers as a script would, while the
+name server and the broker run as ``apogee`` processes. What was stored is read back with
+BrokerApi on a loop of the test's own (``asyncio.run``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from apogee.client import LocalTransactionState, Message, MessageExt, SendStatus
+from apogee.client.broker_api import BrokerApi
+from apogee.client.sync import LoopThread, Producer, TransactionProducer
+from apogee.errors import ClientError
+from apogee.remoting.client import RemotingClient
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess
+from apogee.testing.reading import read_queue
+
+pytestmark = pytest.mark.slow
+
+FAST_CHECKS = {"transactionCheckInterval": "150", "transactionTimeOut": "100"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(name server address, broker address), processes shared by the module."""
+    root = tmp_path_factory.mktemp("sync")
+    with NamesrvProcess(root / "ns") as ns:
+        broker = BrokerProcess(root / "store", ns.address, properties=FAST_CHECKS)
+        broker.start()
+        try:
+            yield ns.address, broker.address
+        finally:
+            assert broker.stop() == 0, broker.log_text()
+
+
+def read_topic(broker: str, topic: str) -> list[MessageExt]:
+    async def read() -> list[MessageExt]:
+        async with RemotingClient() as client:
+            api = BrokerApi(client)
+            return [m for q in range(4) for m in await read_queue(api, broker, topic, q)]
+
+    return asyncio.run(read())
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout_s}s")
+        time.sleep(0.05)
+
+
+def test_a_sync_producer_sends_from_many_threads(cluster: tuple[str, str]) -> None:
+    namesrv, broker = cluster
+    with Producer("sync-pg", namesrv=namesrv) as producer:
+        first = producer.send(Message("SyncT", b"\x00binary\x00", tags="t", keys=["k"]))
+        with ThreadPoolExecutor(4) as pool:
+            results = list(
+                pool.map(lambda i: producer.send(Message("SyncT", b"thread-%d" % i)), range(40))
+            )
+        batch = producer.send_batch([Message("SyncT", b"batch-%d" % i) for i in range(5)])
+        producer.send_oneway(Message("SyncT", b"oneway"))
+    assert first.status is SendStatus.SEND_OK
+    assert all(r.status is SendStatus.SEND_OK for r in results) and len(batch) == 1
+
+    wanted = {b"\x00binary\x00", b"oneway"} | {b"thread-%d" % i for i in range(40)}
+    wanted |= {b"batch-%d" % i for i in range(5)}
+    wait_for(lambda: {m.body for m in read_topic(broker, "SyncT")} == wanted, "all stored")
+    [binary] = [m for m in read_topic(broker, "SyncT") if m.tags == "t"]
+    assert binary.body == b"\x00binary\x00" and binary.keys == "k"
+
+
+def test_a_sync_transaction_runs_locally_and_is_checked_in_a_worker(
+    cluster: tuple[str, str],
+) -> None:
+    namesrv, broker = cluster
+    caller = threading.get_ident()
+    ran_in: list[int] = []
+    checked_in: list[int] = []
+
+    def local_tx(msg: Message, arg: object) -> LocalTransactionState:
+        ran_in.append(threading.get_ident())
+        if arg == "fail":
+            raise RuntimeError("no database")
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def checker(half: MessageExt) -> LocalTransactionState:
+        checked_in.append(threading.get_ident())
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    with TransactionProducer("sync-tx", namesrv=namesrv, checker=checker) as producer:
+        done = producer.send_in_transaction(Message("SyncTx", b"committed"), local_tx)
+        assert done.local_state is LocalTransactionState.COMMIT_MESSAGE
+        with pytest.raises(RuntimeError, match="no database"):
+            producer.send_in_transaction(Message("SyncTx", b"checked"), local_tx, "fail")
+        wait_for(lambda: len(read_topic(broker, "SyncTx")) == 2, "the check-back commit")
+    assert {m.body for m in read_topic(broker, "SyncTx")} == {b"committed", b"checked"}
+    assert ran_in == [caller, caller]
+    assert checked_in and caller not in checked_in
+    assert LoopThread.get()._thread.ident not in checked_in  # a worker, not the loop
+
+
+def test_a_sync_call_on_the_loop_thread_is_refused() -> None:
+    runner = LoopThread.get()
+
+    async def nested() -> str:
+        try:
+            runner.run(asyncio.sleep(0))
+        except ClientError as exc:
+            return str(exc)
+        return "no error"
+
+    assert "own loop thread" in runner.run(nested())
+
+
+def test_closing_twice_and_using_a_closed_producer(cluster: tuple[str, str]) -> None:
+    namesrv, _ = cluster
+    producer = Producer("sync-closed", namesrv=namesrv)
+    producer.start()
+    producer.close()
+    producer.close()
+    with pytest.raises(ClientError, match="not started"):
+        producer.send(Message("SyncT", b"x"))
