@@ -5,7 +5,10 @@ timeout, invoke / invoke_oneway, name-server rotation, close all). Imports:
 asyncio, ``apogee.errors``, ``apogee.protocol.command``, ``apogee.remoting``.
 
 Invariants: at most one live connection per address; a connection leaves the
-pool when it closes, and the next call reconnects. The client dispatches
+pool when it closes, and the next call reconnects. With ``credentials`` in
+its config every request leaving any of its connections is signed there
+(``protocol.signing``), including the ones callers send on a pooled
+connection directly; with an ``ssl_context`` every connection is TLS. The client dispatches
 requests its peers send (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED)
 through its own HandlerTable; without one they get REQUEST_CODE_NOT_SUPPORTED.
 """
@@ -19,13 +22,18 @@ from types import TracebackType
 
 from apogee.errors import ClientError, RemotingConnectError, RemotingError
 from apogee.protocol.command import RemotingCommand
+from apogee.protocol.signing import SessionCredentials, sign
 from apogee.remoting.config import ClientConfig
-from apogee.remoting.connection import CloseListener, Connection
+from apogee.remoting.connection import CloseListener, Connection, Signer
 from apogee.remoting.dispatch import HandlerTable
 
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0  # how long close() lets buffered requests flush before aborting
+
+
+def _signer(credentials: SessionCredentials) -> Signer:
+    return lambda request: sign(request, credentials)
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -47,6 +55,8 @@ class RemotingClient:
         self._close_listeners: list[CloseListener] = []
         self._namesrv_index = 0
         self._closed = False
+        credentials = self.config.credentials
+        self._sign: Signer | None = _signer(credentials) if credentials is not None else None
 
     def add_close_listener(self, listener: CloseListener) -> None:
         """Call ``listener(connection)`` when any pooled connection closes."""
@@ -85,11 +95,13 @@ class RemotingClient:
                 idle_timeout_s=cfg.idle_timeout_s,
                 write_high_water_bytes=cfg.write_high_water_bytes,
                 on_close=lambda c: self._connection_closed(addr, c),
+                sign=self._sign,
             )
 
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(factory, host, port), cfg.connect_timeout_s
+                loop.create_connection(factory, host, port, ssl=cfg.ssl_context),
+                cfg.connect_timeout_s,
             )
         except TimeoutError:
             raise RemotingConnectError(

@@ -2,15 +2,24 @@
 
 Owns: ServerConfig and ClientConfig with RocketMQ's defaults (NettyServerConfig,
 NettyClientConfig, NettySystemConfig). Imports: ``apogee.errors``,
-``apogee.protocol.framing``. Units are in the field names.
+``apogee.protocol.framing``, ``apogee.protocol.signing``,
+``apogee.remoting.tls``. Units are in the field names.
+
+Security: a server's ``tls_mode`` other than DISABLED needs its
+``ssl_context`` (``tls.server_context``); a client with an ``ssl_context``
+connects over TLS, and one with ``credentials`` signs every request it
+sends (ACL 1.0).
 """
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 from apogee.errors import ConfigError
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.tls import TlsMode
 
 DEFAULT_WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
 
@@ -30,8 +39,13 @@ class ServerConfig:
     stop_grace_s: float = 5.0
     backlog: int = 1024
     write_high_water_bytes: int = DEFAULT_WRITE_HIGH_WATER_BYTES
+    tls_mode: TlsMode = TlsMode.DISABLED
+    ssl_context: ssl.SSLContext | None = None
+    ssl_handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
+        if self.tls_mode is not TlsMode.DISABLED and self.ssl_context is None:
+            raise ConfigError(f"tls.server.mode={self.tls_mode.value} needs a certificate")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"ServerConfig.port must be 0..65535, got {self.port}")
         _check_positive(
@@ -52,6 +66,8 @@ class ClientConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     idle_timeout_s: float | None = 120.0
     write_high_water_bytes: int = DEFAULT_WRITE_HIGH_WATER_BYTES
+    ssl_context: ssl.SSLContext | None = None
+    credentials: SessionCredentials | None = None
 
     def __post_init__(self) -> None:
         _check_positive(

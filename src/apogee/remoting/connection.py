@@ -20,6 +20,10 @@ Invariants:
   When the transport's buffer is over its high-water mark, requesters wait
   in ``invoke`` and a server-side connection stops reading until the peer
   drains its answers.
+* ``sign``, when given, completes every request this side sends (the ACL
+  signature) just before it is written; answers are never signed.
+* ``on_open`` runs once the transport is up -- for TLS, after the handshake;
+  a connection whose handshake failed never opens and never closes.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from apogee.remoting.dispatch import HandlerTable, RequestContext
 log = logging.getLogger(__name__)
 
 CloseListener = Callable[["Connection"], None]
+Signer = Callable[[RemotingCommand], None]
 
 
 class Connection(asyncio.Protocol):
@@ -53,6 +58,8 @@ class Connection(asyncio.Protocol):
         write_high_water_bytes: int | None = None,
         server_side: bool = False,
         on_close: CloseListener | None = None,
+        on_open: CloseListener | None = None,
+        sign: Signer | None = None,
     ) -> None:
         self._handlers = handlers
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -60,6 +67,8 @@ class Connection(asyncio.Protocol):
         self._high_water = write_high_water_bytes
         self._server_side = server_side
         self._on_close = on_close
+        self._on_open = on_open
+        self._sign = sign
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -86,6 +95,8 @@ class Connection(asyncio.Protocol):
             transport.set_write_buffer_limits(high=self._high_water)
         if self._idle_timeout_s is not None:
             self._idle_handle = self._loop.call_later(self._idle_timeout_s, self._check_idle)
+        if self._on_open is not None:
+            self._on_open(self)
 
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
@@ -221,6 +232,8 @@ class Connection(asyncio.Protocol):
         opaque = next(self._ids) & 0x7FFFFFFF
         request.opaque = opaque
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        if self._sign is not None:
+            self._sign(request)
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = fut
         timer = self._loop.call_later(timeout_s, self._expire, opaque, request.code, timeout_s)
@@ -241,6 +254,8 @@ class Connection(asyncio.Protocol):
         """Send ``request`` with the oneway flag; the peer never answers it."""
         request.opaque = next(self._ids) & 0x7FFFFFFF
         request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
+        if self._sign is not None:
+            self._sign(request)
         self._write(request)
         if self._write_paused:
             await self._drain_waiter()

@@ -17,6 +17,9 @@ Rules (NettyRemotingAbstract.processRequestCommand):
   call ``ctx.respond`` later (long polling parks pull requests this way).
 * Synchronous handlers run inline in the read callback, without a task and
   outside any group: only for cheap requests that never wait.
+* A ``guard`` (access control), when set, sees every request first with the
+  peer's "host:port"; a command it returns is the answer, and the request
+  goes no further. A guard that raises refuses with SYSTEM_ERROR.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ AsyncHandler: TypeAlias = Callable[
     ["RequestContext", RemotingCommand], Awaitable[RemotingCommand | None]
 ]
 Handler: TypeAlias = SyncHandler | AsyncHandler
+#: request, peer "host:port" -> None to go on, or the answer that refuses it
+Guard: TypeAlias = Callable[[RemotingCommand, str], RemotingCommand | None]
 
 DEFAULT_GROUP = "default"
 
@@ -141,6 +146,7 @@ class HandlerTable:
         self._entries: dict[int, _Entry] = {}
         self._groups: dict[str, HandlerGroup] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.guard: Guard | None = None
         self.add_group(DEFAULT_GROUP, concurrency=64, queue_capacity=10_000)
 
     def add_group(self, name: str, *, concurrency: int, queue_capacity: int) -> None:
@@ -170,6 +176,8 @@ class HandlerTable:
 
     def dispatch(self, ctx: RequestContext) -> None:
         request = ctx.request
+        if self.guard is not None and self._refused(ctx):
+            return
         entry = self._entries.get(request.code)
         if entry is None:
             remark = f" request type {request.code} not supported"
@@ -193,6 +201,18 @@ class HandlerTable:
                 f"{group.queue_capacity} waiting), try again later"
             )
             ctx.respond(request.make_response(ResponseCode.SYSTEM_BUSY, remark))
+
+    def _refused(self, ctx: RequestContext) -> bool:
+        assert self.guard is not None
+        try:
+            refusal = self.guard(ctx.request, ctx.peer)
+        except Exception as exc:  # a faulty guard refuses; it never lets a request through
+            log.exception("the guard failed on request code %d from %s", ctx.request.code, ctx.peer)
+            refusal = ctx.request.make_response(ResponseCode.SYSTEM_ERROR, f"guard failed: {exc}")
+        if refusal is None:
+            return False
+        _respond(ctx, refusal)
+        return True
 
     def _run_sync(self, handler: SyncHandler, ctx: RequestContext) -> None:
         try:

@@ -10,6 +10,11 @@ connections with SYSTEM_BUSY; let running and queued handlers finish within
 its buffered answers are flushed; cancel whatever is still running.
 Requests a handler parked without answering (long polls) are not waited for:
 their owner answers them before stopping the server.
+
+TLS (``ServerConfig.tls_mode``, see ``tls``): enforcing serves TLS only,
+permissive accepts through ``tls.SniffingServer`` (plain and TLS on one
+port). A connection counts from its ``connection_made`` -- after the
+handshake -- so a failed handshake leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from types import TracebackType
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import CloseListener, Connection
 from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.tls import SniffingServer, TlsMode, bind_socket
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +38,7 @@ class RemotingServer:
     def __init__(self, handlers: HandlerTable, config: ServerConfig | None = None) -> None:
         self.handlers = handlers
         self.config = config or ServerConfig()
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | SniffingServer | None = None
         self._connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
         self._port = 0
@@ -59,33 +65,54 @@ class RemotingServer:
         """
         loop = asyncio.get_running_loop()
         cfg = self.config
-        if sock is not None:
-            self._server = await loop.create_server(
-                self._new_connection, sock=sock, backlog=cfg.backlog
-            )
-        else:
-            self._server = await loop.create_server(
+        if cfg.tls_mode is TlsMode.PERMISSIVE:
+            assert cfg.ssl_context is not None  # ServerConfig checks it
+            sniffing = SniffingServer(
+                sock or bind_socket(cfg.host, cfg.port),
                 self._new_connection,
-                cfg.host,
-                cfg.port,
+                cfg.ssl_context,
                 backlog=cfg.backlog,
-                reuse_address=True,
+                sniff_timeout_s=cfg.idle_timeout_s or 120.0,
+                handshake_timeout_s=cfg.ssl_handshake_timeout_s,
             )
+            sniffing.start()
+            self._server = sniffing
+        else:
+            tls = cfg.ssl_context if cfg.tls_mode is TlsMode.ENFORCING else None
+            timeout = cfg.ssl_handshake_timeout_s if tls is not None else None
+            if sock is not None:
+                self._server = await loop.create_server(
+                    self._new_connection,
+                    sock=sock,
+                    backlog=cfg.backlog,
+                    ssl=tls,
+                    ssl_handshake_timeout=timeout,
+                )
+            else:
+                self._server = await loop.create_server(
+                    self._new_connection,
+                    cfg.host,
+                    cfg.port,
+                    backlog=cfg.backlog,
+                    reuse_address=True,
+                    ssl=tls,
+                    ssl_handshake_timeout=timeout,
+                )
         self._port = self._server.sockets[0].getsockname()[1]
-        log.info("remoting server listening on %s:%d", cfg.host, self._port)
+        log.info("remoting server listening on %s:%d (TLS %s)", cfg.host, self._port,
+                 cfg.tls_mode.value)  # fmt: skip
 
     def _new_connection(self) -> Connection:
         cfg = self.config
-        conn = Connection(
+        return Connection(
             self.handlers,
             max_frame_bytes=cfg.max_frame_bytes,
             idle_timeout_s=cfg.idle_timeout_s,
             write_high_water_bytes=cfg.write_high_water_bytes,
             server_side=True,
             on_close=self._connection_closed,
+            on_open=self._connections.add,
         )
-        self._connections.add(conn)
-        return conn
 
     def _connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
