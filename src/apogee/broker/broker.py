@@ -11,7 +11,9 @@ bound first, so the address written into every record is known; the store
 opens and recovers (off the loop); handlers are built (``wiring``) and
 registered; the server starts; background services (offset persistence,
 client expiry, cleaning, statistics, delayed delivery, transaction checks)
-start; the broker registers with the name servers. Before the handlers are
+start (and the plain_acl.yml reload with ``aclEnable``); the broker registers
+with the name servers. Every request passes the ACL check first when
+``aclEnable=true``. Before the handlers are
 built, the store is dispatched to its end and the open transactions are
 rebuilt from the half and op queues. Stop: no more registrations; parked
 pulls are answered; SYNC_FLUSH sends waiting for the disk are answered; the
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.handlers.acl import acl_reload_task
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -52,16 +54,19 @@ from apogee.broker.transaction_book import TransactionBook
 from apogee.broker.transaction_service import TransactionCheckService, recover_book
 from apogee.broker.wiring import (
     BrokerParts,
+    access_validator,
     build_handlers,
+    namesrv_client_config,
     open_store,
     registrar_for,
+    server_config,
     transaction_checker,
 )
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
-from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
+from apogee.remoting.tls import bind_socket
 from apogee.store.file_store import FileMessageStore
 
 log = logging.getLogger(__name__)
@@ -97,12 +102,11 @@ class Broker:
             self.groups.notify_enabled,
             property_filter=config.enable_property_filter,
         )
+        self.acl = access_validator(config)
         self.table = HandlerTable()
-        idle_s = float(config.server_channel_max_idle_time_s)
-        self.server = RemotingServer(
-            self.table, ServerConfig(config.bind_address, config.listen_port, idle_timeout_s=idle_s)
-        )
-        self.namesrv_client = RemotingClient(ClientConfig())
+        self.table.guard = self.acl.check if self.acl is not None else None
+        self.server = RemotingServer(self.table, server_config(config))
+        self.namesrv_client = RemotingClient(namesrv_client_config(config))
         self.store: FileMessageStore | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions = TransactionBook()
@@ -126,7 +130,7 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         self._load_configs()
-        sock = _listen_socket(config.bind_address, config.listen_port)
+        sock = bind_socket(config.bind_address, config.listen_port)  # the port goes into records
         port = sock.getsockname()[1]
         ip = config.broker_ip()
         self.address = f"{ip}:{port}"
@@ -188,7 +192,7 @@ class Broker:
         )
         parts = BrokerParts(
             self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
-            self.delay_offsets, self.permission, self.transactions,
+            self.delay_offsets, self.permission, self.transactions, self.acl,
         )  # fmt: skip
         self.tx_check = transaction_checker(
             self.config, store, parts, self.to_clients,
@@ -229,6 +233,8 @@ class Broker:
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
             PeriodicTask("stats", STATS_SAMPLE_INTERVAL_S, self.stats.sample),
         ]
+        if self.acl is not None:
+            self._tasks.append(acl_reload_task(self.acl))
         for task in self._tasks:
             task.start()
         if not config.is_slave:  # a slave's store takes no puts; its master delivers
@@ -286,17 +292,3 @@ class Broker:
         await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
         await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
         await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
-
-
-def _listen_socket(host: str, port: int) -> socket.socket:
-    """Bind before serving: the bound port goes into every stored record."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock

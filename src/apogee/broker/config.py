@@ -1,13 +1,15 @@
 """Broker settings: one frozen dataclass with RocketMQ's key names and defaults.
 
 Owns: BrokerConfig (identity, listen address, name servers, topic and group
-auto-creation, long polling, property filters, timers) holding the store's StoreConfig, and the
-loader that reads both from one ``broker.conf``. Imports: ``apogee._util.props``,
-``apogee.store.config``, ``apogee.errors``, stdlib.
+auto-creation, long polling, property filters, timers, access control) holding the store's
+StoreConfig and the TLS settings, and the loader that reads them from one ``broker.conf``.
+Imports: ``apogee._util.props``, ``apogee.store.config``, ``apogee.remoting.tls``,
+``apogee.protocol.signing``, ``apogee.errors``, stdlib.
 
 Every key of a broker.conf must be claimed: by a BrokerConfig field (its file
 key is in the field's comment or is the camelCase of its name), by the store
-(``store.config.STORE_PROPERTY_KEYS``), or by :data:`IGNORED_KEYS`, the
+(``store.config.STORE_PROPERTY_KEYS``), by the TLS settings (``tls.*``,
+``remoting.tls.TlsConfig``), or by :data:`IGNORED_KEYS`, the
 RocketMQ settings that have no meaning here (thread pools, Netty buffers) and
 are accepted so that an operator's existing file works. Anything else is a
 ConfigError naming the key.
@@ -26,6 +28,8 @@ from typing import Any
 from apogee._util.props import bind, camel, load_properties, reject_unknown
 from apogee.errors import ConfigError
 from apogee.model.route import MASTER_ID, perm_is_valid
+from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.tls import TlsConfig, tls_config_from_properties
 from apogee.store.config import STORE_PROPERTY_KEYS, BrokerRole, StoreConfig
 
 DEFAULT_LISTEN_PORT = 10911
@@ -159,8 +163,17 @@ class BrokerConfig:
     # send responses
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # access control: plain_acl.yml, absolute or under $ROCKETMQ_HOME (a Java
+    # system property in RocketMQ, accepted in broker.conf under its name)
     acl_enable: bool = False
+    plain_acl_file: str = field(
+        default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"}
+    )
+    # the account this broker signs its name-server requests with (Apogee's keys)
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
     store: StoreConfig = field(default_factory=lambda: StoreConfig(Path.home() / "store"))
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     def __post_init__(self) -> None:
         if not perm_is_valid(self.broker_permission):
@@ -184,8 +197,8 @@ class BrokerConfig:
             raise ConfigError("a SLAVE broker needs brokerId > 0")
         if not self.is_slave and self.broker_id != MASTER_ID:
             raise ConfigError(f"a master broker must have brokerId 0, got {self.broker_id}")
-        if self.acl_enable:
-            raise ConfigError("aclEnable=true: access control is not supported yet")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("accessKey and secretKey go together: set both or neither")
         for name in ("broker_cluster_name", "broker_name"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must not be empty")
@@ -213,20 +226,36 @@ class BrokerConfig:
             return self.bind_address
         return local_address()
 
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """What the broker signs its requests to name servers with, if anything."""
+        if not self.access_key:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key)
+
     def with_port(self, port: int) -> BrokerConfig:
         """This config with the port actually bound (when listenPort was 0)."""
         return dataclasses.replace(self, listen_port=port)
 
 
 def config_properties(config: BrokerConfig) -> dict[str, str]:
-    """Every broker and store setting under its broker.conf key (GET_BROKER_CONFIG)."""
+    """Every broker and store setting under its broker.conf key (GET_BROKER_CONFIG).
+
+    Secrets (the broker's secretKey, TLS key passwords) are never listed.
+    """
     out: dict[str, str] = {}
     for f in dataclasses.fields(BrokerConfig):
-        if f.name != "store":
+        if f.name not in _NOT_LISTED:
             out[f.metadata.get("key", camel(f.name))] = _text(getattr(config, f.name))
+    for f in dataclasses.fields(TlsConfig):
+        if "password" not in f.name:
+            out[f.metadata["key"]] = _text(getattr(config.tls, f.name))
     for key, name in STORE_PROPERTY_KEYS.items():
         out[key] = _text(getattr(config.store, name))
     return dict(sorted(out.items()))
+
+
+_NOT_LISTED = frozenset({"store", "tls", "secret_key"})
 
 
 def _text(value: object) -> str:
@@ -278,8 +307,9 @@ def broker_config_from_properties(
     store = StoreConfig.from_properties(props, **dict(store_overrides or {}))
     store_keys = {k for k in props if k in STORE_PROPERTY_KEYS}
     store_keys |= _check_fixed_paths(props, store.store_path_root_dir)
-    base, used = bind(BrokerConfig(store=store), props)
-    reject_unknown(props, used | store_keys, IGNORED_KEYS, source)
+    tls, tls_keys = tls_config_from_properties(dict(props))
+    base, used = bind(BrokerConfig(store=store, tls=tls), props)
+    reject_unknown(props, used | store_keys | tls_keys, IGNORED_KEYS, source)
     return dataclasses.replace(base, **overrides) if overrides else base
 
 

@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from apogee._util.clock import Clock
+from apogee.acl.validator import AccessValidator, plain_acl_path
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig, config_properties
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.handlers import BrokerHandlers
+from apogee.broker.handlers.acl import AclAdminHandlers, BrokerIdentityText
 from apogee.broker.handlers.admin_group import (
     ClientViewHandlers,
     GroupAdminHandlers,
@@ -56,6 +58,8 @@ from apogee.model.message import HostPort
 from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
+from apogee.remoting.config import ClientConfig, ServerConfig
+from apogee.remoting.tls import client_context, server_context
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
 from apogee.store.interface import ArrivalListener, MessageStore
@@ -74,6 +78,29 @@ class BrokerParts:
     delay_offsets: DelayOffsetTable
     permission: BrokerPermission
     transactions: TransactionBook
+    acl: AccessValidator | None = None
+
+
+def access_validator(config: BrokerConfig) -> AccessValidator | None:
+    """The ACL check of ``aclEnable=true`` (loads plain_acl.yml or raises ConfigError)."""
+    if not config.acl_enable:
+        return None
+    return AccessValidator(plain_acl_path(config.plain_acl_file))
+
+
+def server_config(config: BrokerConfig) -> ServerConfig:
+    return ServerConfig(
+        config.bind_address,
+        config.listen_port,
+        idle_timeout_s=float(config.server_channel_max_idle_time_s),
+        tls_mode=config.tls.mode,
+        ssl_context=server_context(config.tls),
+    )
+
+
+def namesrv_client_config(config: BrokerConfig) -> ClientConfig:
+    """How the broker reaches name servers: TLS if ``tls.enable``, signed if it has keys."""
+    return ClientConfig(ssl_context=client_context(config.tls), credentials=config.credentials)
 
 
 def open_store(
@@ -191,6 +218,12 @@ def build_handlers(
             p.offsets,
             p.delay_offsets,
             updater=ConfigUpdater(p.permission, p.topics, register),
+        ),
+        acl=AclAdminHandlers(
+            p.acl,
+            BrokerIdentityText(
+                config.broker_cluster_name, config.broker_name, f"{store_host[0]}:{store_host[1]}"
+            ),
         ),
     )
 

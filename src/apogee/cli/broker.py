@@ -53,7 +53,7 @@ def broker(
     store_overrides = {"store_path_root_dir": store} if store is not None else None
     try:
         config = load_broker_config(config_path, store_overrides=store_overrides, **overrides)
+        server = Broker(config)  # reads plain_acl.yml and TLS files: bad ones are usage errors
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    server = Broker(config)
     run_service(server.start, server.stop)

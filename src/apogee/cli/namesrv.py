@@ -44,5 +44,8 @@ def namesrv(
         config = dataclasses.replace(config, bind_address=host, listen_port=port)
     if kv_config is not None:
         config = dataclasses.replace(config, kv_config_path=kv_config)
-    server = NameServer(config)
+    try:
+        server = NameServer(config)  # reads plain_acl.yml and TLS files
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     run_service(server.start, server.stop)

@@ -1,7 +1,12 @@
 """NameServer settings and their ``namesrv.conf`` keys.
 
 Owns: NamesrvConfig (RocketMQ key names; units in field names) and its
-loading from a properties file. Imports: ``apogee._util.props``.
+loading from a properties file. Imports: ``apogee._util.props``,
+``apogee.remoting.tls``.
+
+Access control and TLS are Apogee's additions to a name server (RocketMQ
+4.x has neither there): ``aclEnable`` with ``rocketmq.acl.plain.file`` as
+for a broker, and the ``tls.*`` keys.
 
 Keys RocketMQ's name server understands but Apogee has no use for (thread
 pools, Netty buffers) are accepted and ignored, so an operator's existing
@@ -10,10 +15,11 @@ namesrv.conf loads; any other unknown key is an error that names it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from apogee._util.props import bind, load_properties, reject_unknown
+from apogee.remoting.tls import TlsConfig, tls_config_from_properties
 
 #: RocketMQ name-server keys that are valid but change nothing here.
 IGNORED_KEYS = frozenset(
@@ -67,6 +73,12 @@ class NamesrvConfig:
     )
     #: idle client connections are closed after this long
     server_channel_max_idle_time_seconds: int = 120
+    #: access control (plain_acl.yml, absolute or under $ROCKETMQ_HOME)
+    acl_enable: bool = False
+    plain_acl_file: str = field(
+        default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"}
+    )
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 def load_namesrv_config(path: Path | None, base: NamesrvConfig | None = None) -> NamesrvConfig:
@@ -75,6 +87,7 @@ def load_namesrv_config(path: Path | None, base: NamesrvConfig | None = None) ->
     if path is None:
         return config
     props = load_properties(path)
+    tls, tls_keys = tls_config_from_properties(props)
     config, used = bind(config, props)
-    reject_unknown(props, used, IGNORED_KEYS, source=str(path))
-    return config
+    reject_unknown(props, used | tls_keys, IGNORED_KEYS, source=str(path))
+    return replace(config, tls=tls) if tls_keys else config

@@ -2,7 +2,12 @@
 
 Owns: building the route table, KV config, handlers and remoting server, and
 starting/stopping them in order. No business logic lives here.
-Imports: ``apogee.namesrv``, ``apogee.remoting``, ``apogee._util``.
+Imports: ``apogee.namesrv``, ``apogee.acl``, ``apogee.remoting``, ``apogee._util``.
+
+With ``aclEnable=true`` every request passes the ACL check of
+``plain_acl.yml`` first (reloaded within a second of a change): reads need
+a valid signature, changes (KV entries, write permission, topic deletion,
+broker registration) an admin account. ``tls.server.mode`` applies too.
 
 Several name servers run side by side without talking to each other; each
 broker registers with all of them, so each holds the whole picture.
@@ -17,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.periodic import PeriodicTask
+from apogee.acl.validator import AccessValidator, plain_acl_path
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.handlers import NamesrvHandlers
 from apogee.namesrv.kvconfig import KVConfig
@@ -25,8 +32,11 @@ from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
+from apogee.remoting.tls import server_context
 
 log = logging.getLogger(__name__)
+
+ACL_RELOAD_INTERVAL_S = 1.0
 
 
 class NameServer:
@@ -38,16 +48,22 @@ class NameServer:
         self.handlers = NamesrvHandlers(self.routes, self.kv, self.config, clock)
         table = HandlerTable()
         self.handlers.register(table)
+        cfg = self.config
+        self.acl = AccessValidator(plain_acl_path(cfg.plain_acl_file)) if cfg.acl_enable else None
+        table.guard = self.acl.check if self.acl is not None else None
         self.server = RemotingServer(
             table,
             ServerConfig(
-                host=self.config.bind_address,
-                port=self.config.listen_port,
-                idle_timeout_s=float(self.config.server_channel_max_idle_time_seconds),
+                host=cfg.bind_address,
+                port=cfg.listen_port,
+                idle_timeout_s=float(cfg.server_channel_max_idle_time_seconds),
+                tls_mode=cfg.tls.mode,
+                ssl_context=server_context(cfg.tls),
             ),
         )
         self.server.add_close_listener(self.handlers.on_connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
+        self._acl_reload = PeriodicTask("acl-reload", ACL_RELOAD_INTERVAL_S, self._reload_acl)
 
     @property
     def port(self) -> int:
@@ -56,9 +72,12 @@ class NameServer:
     async def start(self) -> None:
         await self.server.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
+        if self.acl is not None:
+            self._acl_reload.start()
         log.info("name server listening on %s:%d", self.config.bind_address, self.port)
 
     async def stop(self) -> None:
+        await self._acl_reload.stop()
         if self._scan_task is not None:
             self._scan_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -76,6 +95,12 @@ class NameServer:
             if isinstance(channel, Connection):
                 channel.close()
         return expired
+
+    async def _reload_acl(self) -> None:
+        assert self.acl is not None
+        table = await asyncio.to_thread(self.acl.read_if_changed)
+        if table is not None:
+            self.acl.install(table)
 
     async def _scan_loop(self) -> None:
         interval = self.config.scan_not_active_broker_interval_ms / 1000

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from apogee.broker.handlers.acl import AclAdminHandlers
 from apogee.broker.handlers.admin_group import ClientViewHandlers, GroupAdminHandlers
 from apogee.broker.handlers.admin_runtime import RuntimeHandlers
 from apogee.broker.handlers.admin_topic import TopicAdminHandlers
@@ -56,6 +57,7 @@ class BrokerHandlers:
     group_admin: GroupAdminHandlers
     client_views: ClientViewHandlers
     runtime: RuntimeHandlers
+    acl: AclAdminHandlers
 
     def register(self, table: HandlerTable) -> None:
         code = RequestCode
@@ -104,3 +106,9 @@ class BrokerHandlers:
         table.register(code.UPDATE_BROKER_CONFIG, runtime.update_broker_config, group=ADMIN_GROUP)
         table.register(code.GET_ALL_CONSUMER_OFFSET, runtime.all_consumer_offsets)
         table.register(code.GET_ALL_DELAY_OFFSET, runtime.all_delay_offsets)
+        acl = self.acl
+        table.register(code.UPDATE_AND_CREATE_ACL_CONFIG, acl.update, group=ADMIN_GROUP)
+        table.register(code.DELETE_ACL_CONFIG, acl.delete, group=ADMIN_GROUP)
+        table.register(code.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, acl.update_global_white,
+                       group=ADMIN_GROUP)  # fmt: skip
+        table.register(code.GET_BROKER_CLUSTER_ACL_INFO, acl.versions)
