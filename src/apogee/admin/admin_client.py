@@ -8,6 +8,8 @@ Each operation starts from the name servers (routes, cluster info) and then
 talks to brokers directly: per-cluster changes go to every master of the
 cluster, per-topic reads to the master of every broker serving the topic.
 Nothing is cached between calls, so every answer reflects the cluster now.
+With ``credentials`` every request is signed (clusters with ``aclEnable``);
+with ``tls`` (an SSLContext) every connection is TLS.
 Faults are apogee.errors exceptions; an argument that names something the
 cluster does not have (a cluster, a broker, a queue) is a ClientError whose
 message says which.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -50,6 +53,7 @@ from apogee.model.topic import (
     TopicConfig,
     retry_topic,
 )
+from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 
@@ -120,6 +124,8 @@ class AdminClient:
         *,
         timeout_s: float = 3.0,
         remoting: RemotingClient | None = None,
+        credentials: SessionCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         addrs = (
             parse_namesrv_addrs(namesrv_addrs)
@@ -128,7 +134,12 @@ class AdminClient:
         )
         self._own_remoting = remoting is None
         self.remoting = remoting or RemotingClient(
-            ClientConfig(connect_timeout_s=timeout_s, request_timeout_s=timeout_s)
+            ClientConfig(
+                connect_timeout_s=timeout_s,
+                request_timeout_s=timeout_s,
+                ssl_context=tls,
+                credentials=credentials,
+            )
         )
         self.namesrv = NamesrvApi(self.remoting, addrs, timeout_s=timeout_s)
         self.broker = BrokerApi(self.remoting, timeout_s=timeout_s)
@@ -166,6 +177,10 @@ class AdminClient:
         if not addrs:
             raise ClientError(f"cluster {cluster} has no master broker")
         return addrs
+
+    async def target_brokers(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """mqadmin's ``-b`` (that broker) or ``-c`` (every master of the cluster)."""
+        return await self._targets(cluster, broker_addr)
 
     async def _targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
         # mqadmin: -b wins over -c

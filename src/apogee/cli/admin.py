@@ -39,5 +39,9 @@ ADMIN_COMMANDS.update(
         "queryMsgByKey": "apogee.admin.cli.message:query_msg_by_key",
         "sendMessage": "apogee.admin.cli.message:send_message",
         "consumeMessage": "apogee.admin.cli.message:consume_message",
+        "updateAclConfig": "apogee.admin.cli.acl:update_acl_config",
+        "deleteAclConfig": "apogee.admin.cli.acl:delete_acl_config",
+        "updateGlobalWhiteAddr": "apogee.admin.cli.acl:update_global_white_addr",
+        "clusterAclConfigVersion": "apogee.admin.cli.acl:cluster_acl_config_version",
     }
 )

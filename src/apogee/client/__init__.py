@@ -18,6 +18,7 @@ from apogee.client.transaction_producer import TransactionProducer, TransactionS
 from apogee.model.client import MessageQueue
 from apogee.model.message import Message, MessageExt
 from apogee.model.results import SendResult, SendStatus
+from apogee.protocol.signing import SessionCredentials
 
 __all__ = [
     "ClientInstance",
@@ -31,6 +32,7 @@ __all__ = [
     "QueueSelector",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "TransactionProducer",
     "TransactionSendResult",
     "select_by_hash",

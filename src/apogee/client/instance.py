@@ -13,9 +13,10 @@ instance of (running event loop, name servers, instance name), creating and
 starting it on first use; ``await instance.release()`` closes it after its
 last user: offsets persisted, UNREGISTER_CLIENT sent for every group still
 registered, timers stopped, connections closed. The first user's config
-wins. The instance name "DEFAULT" becomes the process id, so the client id
-(``<ip>@<instance name>``) is one per process unless an instance name is
-given; two consumers of one group in one process need two instance names.
+wins (its credentials and TLS context included). The instance name
+"DEFAULT" becomes the process id, so the client id (``<ip>@<instance
+name>``) is one per process unless an instance name is given; two
+consumers of one group in one process need two instance names.
 
 For consumers -- the API to build on:
 * ``await instance.register_consumer(member)`` with a ``members.ConsumerMember``
@@ -38,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +54,7 @@ from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
 from apogee.client.route_cache import RouteCache
 from apogee.client.transaction import CheckListener, TransactionCheckHandler
 from apogee.errors import ApogeeError, ClientError, ConfigError
+from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.remoting.dispatch import HandlerTable
@@ -71,6 +74,10 @@ class InstanceConfig:
     persist_offsets_interval_s: float = 5.0
     connect_timeout_s: float = 3.0
     request_timeout_s: float = 3.0
+    #: every request is signed with these (ACL 1.0), to brokers and name servers alike
+    credentials: SessionCredentials | None = None
+    #: connect over TLS with this context (``remoting.tls.client_ssl_context``)
+    tls: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         if not self.instance_name or "@" in self.instance_name:
@@ -111,6 +118,8 @@ class ClientInstance:
             ClientConfig(
                 connect_timeout_s=config.connect_timeout_s,
                 request_timeout_s=config.request_timeout_s,
+                ssl_context=config.tls,
+                credentials=config.credentials,
             ),
             self.handlers,
         )

@@ -2,7 +2,14 @@
 
 Owns: Producer and ProducerConfig (Java DefaultMQProducer's settings, in
 seconds). Imports: ``apogee.client``, ``apogee.errors``, ``apogee.model``,
-``apogee.protocol``.
+``apogee.protocol``, ``apogee.remoting.tls``.
+
+Security: ``credentials=SessionCredentials(access_key, secret_key)`` signs
+every request of the producer's client instance (brokers and name servers
+with ``aclEnable=true`` check it); ``tls=True`` connects over TLS without
+checking the server's certificate (RocketMQ's ``tls.enable`` default),
+``tls="ca.pem"`` checks it against that CA file, an ``ssl.SSLContext`` is
+used as given.
 
 A send (Java DefaultMQProducerImpl.sendDefaultImpl):
 1. the message is checked (``outgoing.check_message``), given a UNIQ_KEY
@@ -30,9 +37,11 @@ each batch is retried as one message.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -73,6 +82,8 @@ from apogee.model.message import (
 from apogee.model.results import SendResult, SendStatus
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_group
 from apogee.protocol.headers import SendMessageRequestHeader
+from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +153,8 @@ class Producer:
         default_topic_queue_nums: int = 4,
         poll_namesrv_interval: float = 30.0,
         heartbeat_interval: float = 30.0,
+        credentials: SessionCredentials | None = None,
+        tls: bool | ssl.SSLContext | str | Path = False,
     ) -> None:
         self.config = ProducerConfig(
             group,
@@ -160,6 +173,8 @@ class Producer:
             instance_name=instance_name,
             poll_namesrv_interval_s=poll_namesrv_interval,
             heartbeat_interval_s=heartbeat_interval,
+            credentials=credentials,
+            tls=client_ssl_context(tls),
         )
         #: brokers recently slow or failing, when ``latency_fault_tolerance`` is on
         self.fault_table: LatencyFaultTable | None = (

@@ -1,21 +1,31 @@
 """What every mqadmin-style command shares: options, running, errors, output.
 
-Owns: AdminCommand (one-line usage errors, ``-h``), the ``-n`` and ``--json``
-options, ``run_admin`` (one AdminClient per invocation on a fresh event
-loop, faults turned into one-line messages and exit code 1), and the output
-helpers (a rich console, JSON on stdout). Imports: click, rich, orjson,
-``apogee.admin.admin_client``, ``apogee.errors``, ``apogee.remoting.runner``.
+Owns: AdminCommand (one-line usage errors, ``-h``), the ``-n``, ``--json``
+and connection options, ``run_admin`` (one AdminClient per invocation on a
+fresh event loop, faults turned into one-line messages and exit code 1),
+and the output helpers (a rich console, JSON on stdout). Imports: click,
+rich, orjson, PyYAML, ``apogee.admin.admin_client``, ``apogee.errors``,
+``apogee.protocol.signing``, ``apogee.remoting``.
+
+Connection options of every command: ``--access-key``/``--secret-key``
+(or $APOGEE_ACCESS_KEY/$APOGEE_SECRET_KEY) sign every request; without
+them the keys of ``$ROCKETMQ_HOME/conf/tools.yml`` are used when that file
+exists, as mqadmin does. ``--tls`` connects over TLS without checking the
+server's certificate, ``--tls-trust-cert CA.pem`` checks it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import orjson
+import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -28,7 +38,9 @@ from apogee.errors import (
     ProtocolError,
     TopicNotExistError,
 )
+from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.runner import run
+from apogee.remoting.tls import client_ssl_context
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +67,7 @@ def admin_command(name: str) -> Callable[[F], click.Command]:
     """``@click.command(name)`` with the options every admin command has."""
 
     def wrap(fn: F) -> click.Command:
-        fn = json_option(namesrv_option(fn))
+        fn = connection_options(json_option(namesrv_option(fn)))
         return click.command(name, cls=AdminCommand)(fn)
 
     return wrap
@@ -79,6 +91,82 @@ def json_option(fn: F) -> F:
     )(fn)
 
 
+_CONNECTION = "apogee.admin.connection"
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    ctx.meta.setdefault(_CONNECTION, {})[param.name] = value
+    return value
+
+
+def connection_options(fn: F) -> F:
+    """--access-key/--secret-key and --tls/--tls-trust-cert, kept for ``run_admin``."""
+    for option in (
+        click.option(
+            "--access-key",
+            envvar="APOGEE_ACCESS_KEY",
+            expose_value=False,
+            callback=_remember,
+            help="Sign requests with this ACL account (default: $ROCKETMQ_HOME/conf/tools.yml).",
+        ),
+        click.option(
+            "--secret-key",
+            envvar="APOGEE_SECRET_KEY",
+            expose_value=False,
+            callback=_remember,
+            help="The account's secret key.",
+        ),
+        click.option(
+            "--tls",
+            is_flag=True,
+            expose_value=False,
+            callback=_remember,
+            help="Connect over TLS (the server's certificate is not checked).",
+        ),
+        click.option(
+            "--tls-trust-cert",
+            type=click.Path(dir_okay=False, exists=True),
+            expose_value=False,
+            callback=_remember,
+            help="Connect over TLS, checking the server against this CA file.",
+        ),
+    ):
+        fn = option(fn)
+    return fn
+
+
+def tools_credentials(home: str | None) -> SessionCredentials | None:
+    """The accessKey/secretKey of ``<home>/conf/tools.yml``, mqadmin's credentials file."""
+    if not home:
+        return None
+    path = Path(home).expanduser() / "conf" / "tools.yml"
+    try:
+        doc = yaml.safe_load(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, yaml.YAMLError) as exc:
+        raise fail(f"cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict) or not doc.get("accessKey") or not doc.get("secretKey"):
+        raise fail(f"{path} must hold accessKey and secretKey")
+    return SessionCredentials(str(doc["accessKey"]), str(doc["secretKey"]))
+
+
+def _connection(ctx: click.Context) -> dict[str, Any]:
+    """AdminClient's credentials and tls arguments from the command's options."""
+    given = ctx.meta.get(_CONNECTION, {})
+    access_key, secret_key = given.get("access_key"), given.get("secret_key")
+    if bool(access_key) != bool(secret_key):
+        raise fail("--access-key and --secret-key go together")
+    credentials = (
+        SessionCredentials(access_key, secret_key)
+        if access_key
+        else tools_credentials(os.environ.get("ROCKETMQ_HOME"))
+    )
+    trust = given.get("tls_trust_cert")
+    tls = client_ssl_context(trust if trust else bool(given.get("tls")))
+    return {"credentials": credentials, "tls": tls}
+
+
 def fail(message: str) -> click.ClickException:
     """The exception that ends a command with ``Error: message`` and exit code 1.
 
@@ -98,10 +186,12 @@ def run_admin(
 
     ``not_found`` is the message for TOPIC_NOT_EXIST (e.g. "topic T does not exist").
     """
-    command = click.get_current_context().info_name or "admin"
+    ctx = click.get_current_context()
+    command = ctx.info_name or "admin"
+    options = _connection(ctx)
 
     async def main() -> T:
-        async with AdminClient(namesrv) as admin:
+        async with AdminClient(namesrv, **options) as admin:
             return await action(admin)
 
     try:
