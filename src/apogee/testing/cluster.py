@@ -69,10 +69,18 @@ test_broker_config.__test__ = False  # type: ignore[attr-defined]  # not a pytes
 
 
 @asynccontextmanager
-async def run_namesrv(state_dir: Path, port: int = 0) -> AsyncIterator[NameServer]:
-    """A started NameServer on 127.0.0.1; its address is ``f"127.0.0.1:{ns.port}"``."""
+async def run_namesrv(
+    state_dir: Path, port: int = 0, **overrides: Any
+) -> AsyncIterator[NameServer]:
+    """A started NameServer on 127.0.0.1; its address is ``f"127.0.0.1:{ns.port}"``.
+
+    ``overrides`` are NamesrvConfig fields (``acl_enable``, ``tls``, ...).
+    """
     config = NamesrvConfig(
-        bind_address="127.0.0.1", listen_port=port, kv_config_path=str(state_dir / "kvConfig.json")
+        bind_address="127.0.0.1",
+        listen_port=port,
+        kv_config_path=str(state_dir / "kvConfig.json"),
+        **overrides,
     )
     server = NameServer(config)
     await server.start()
@@ -182,11 +190,23 @@ class _Process:
 
 
 class NamesrvProcess(_Process):
-    def __init__(self, state_dir: Path, port: int | None = None) -> None:
+    """``apogee namesrv``; with ``properties``, a namesrv.conf written from them."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        port: int | None = None,
+        *,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
         args = ["namesrv", "--listen", f"127.0.0.1:{port}"]
         args += ["--kv-config", str(state_dir / "kvConfig.json")]
+        if properties:
+            conf = state_dir / "namesrv.conf"
+            conf.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+            args += ["-c", str(conf)]
         super().__init__(args, port, state_dir / "namesrv.log")
 
 

@@ -5,7 +5,8 @@ topicStatus), ``cluster`` (clusterList, brokerStatus), ``group``
 (updateSubGroup, consumerProgress), ``message`` (queryMsgById,
 queryMsgByKey, sendMessage, consumeMessage), ``acl`` (updateAclConfig,
 deleteAclConfig, updateGlobalWhiteAddr, clusterAclConfigVersion);
-``_common`` and ``render`` hold what they share. Imports: click, rich, ``apogee.admin``, ``apogee.model``,
-``apogee.protocol``, ``apogee.errors``. ``apogee.cli.admin`` lists them in
-ADMIN_COMMANDS and loads each module on first use.
+``_common`` and ``render`` hold what they share. Imports: click, rich,
+``apogee.admin``, ``apogee.model``, ``apogee.protocol``, ``apogee.errors``.
+``apogee.cli.admin`` lists them in ADMIN_COMMANDS and loads each module on
+first use.
 """
