@@ -75,6 +75,12 @@ def send(
     return RemotingCommand.request(code if v2 else C.SEND_MESSAGE, ext, b"body")
 
 
+def send_with_access_key(access_key: str) -> RemotingCommand:
+    request = send("orders")
+    request.ext_fields["AccessKey"] = access_key
+    return request
+
+
 def signed(request: RemotingCommand, credentials: SessionCredentials) -> RemotingCommand:
     sign(request, credentials)
     return request
@@ -116,6 +122,7 @@ def test_signed_requests_within_the_account_perms_pass(validator: AccessValidato
     ("make", "remark"),
     [
         (lambda: send("orders"), "is not signed: no AccessKey"),
+        (lambda: send_with_access_key(""), "is not signed: no AccessKey"),
         (
             lambda: signed(send("orders"), SessionCredentials("stranger1", "whatever1")),
             "no account",
