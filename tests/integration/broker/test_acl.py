@@ -9,7 +9,6 @@ the same requests from an admin account work. Apogee's own client signs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 
 from apogee.admin import acl_admin
 from apogee.admin.admin_client import AdminClient
-from apogee.broker.broker import Broker
 from apogee.client import Message, Producer, SessionCredentials
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
@@ -26,82 +24,33 @@ from apogee.errors import BrokerResponseError, NoPermissionError
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.results import PullStatus, SendStatus
 from apogee.model.topic import TopicConfig
-from apogee.namesrv.server import NameServer
 from apogee.protocol.acl_headers import CreateAccessConfigRequestHeader
-from apogee.remoting.client import RemotingClient
-from apogee.remoting.config import ClientConfig
 from apogee.testing.cluster import eventually, run_broker, run_namesrv
 from apogee.testing.namesrv import get_route, register_broker
-
-ACL = """
-accounts:
-  - accessKey: operator1
-    secretKey: operator-secret
-    admin: true
-  - accessKey: brokerid1
-    secretKey: broker-secret
-    admin: true
-  - accessKey: producer1
-    secretKey: producer-secret
-    defaultTopicPerm: DENY
-    defaultGroupPerm: SUB
-    topicPerms: [ "orders=PUB", "TBW102=PUB" ]
-  - accessKey: consumer1
-    secretKey: consumer-secret
-    defaultTopicPerm: SUB
-    defaultGroupPerm: DENY
-    groupPerms: [ "readers=SUB" ]
-"""
-
-OPERATOR = SessionCredentials("operator1", "operator-secret")
-PRODUCER = SessionCredentials("producer1", "producer-secret")
-CONSUMER = SessionCredentials("consumer1", "consumer-secret")
-
-
-@dataclass
-class Cluster:
-    namesrv: NameServer
-    broker: Broker
-    acl_file: Path
-
-    @property
-    def ns(self) -> str:
-        return f"127.0.0.1:{self.namesrv.port}"
+from tests.integration.acl_cluster import (
+    ACL,
+    CONSUMER,
+    OPERATOR,
+    PRODUCER,
+    AclCluster,
+    acl_cluster,
+    client,
+)
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    acl: dict[str, Any] = {"acl_enable": True, "plain_acl_file": str(acl_file)}
-    async with (
-        run_namesrv(tmp_path / "ns", **acl) as ns,
-        run_broker(
-            tmp_path / "store",
-            f"127.0.0.1:{ns.port}",
-            access_key="brokerid1",
-            secret_key="broker-secret",
-            **acl,
-        ) as broker,
-    ):
-        cluster = Cluster(ns, broker, acl_file)
-        async with client(OPERATOR) as remoting:
-            await BrokerApi(remoting).create_topic(broker.address, TopicConfig("orders", 2, 2))
-            await eventually(lambda: get_route(remoting, cluster.ns, "orders"))
-        yield cluster
+async def cluster(tmp_path: Path) -> AsyncIterator[AclCluster]:
+    async with acl_cluster(tmp_path) as running:
+        yield running
 
 
-def client(credentials: SessionCredentials | None) -> RemotingClient:
-    return RemotingClient(ClientConfig(credentials=credentials))
-
-
-async def test_the_broker_registered_with_signed_admin_requests(cluster: Cluster) -> None:
+async def test_the_broker_registered_with_signed_admin_requests(cluster: AclCluster) -> None:
     async with client(CONSUMER) as remoting:
         route = await NamesrvApi(remoting, [cluster.ns]).get_route("orders")
     assert [b.broker_name for b in route.broker_datas] == ["broker-a"]
 
 
-async def test_producer_with_credentials_sends_others_are_refused(cluster: Cluster) -> None:
+async def test_producer_with_credentials_sends_others_are_refused(cluster: AclCluster) -> None:
     async with Producer("pg", namesrv=cluster.ns, credentials=PRODUCER, retries=0) as producer:
         result = await producer.send(Message("orders", b"hello"))
         assert result.status is SendStatus.SEND_OK
@@ -115,7 +64,7 @@ async def test_producer_with_credentials_sends_others_are_refused(cluster: Clust
             assert caught.value.code == ResponseCode.NO_PERMISSION
 
 
-async def test_pull_and_offsets_need_sub_on_topic_and_group(cluster: Cluster) -> None:
+async def test_pull_and_offsets_need_sub_on_topic_and_group(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     async with client(CONSUMER) as remoting:
         api = BrokerApi(remoting)
@@ -129,7 +78,7 @@ async def test_pull_and_offsets_need_sub_on_topic_and_group(cluster: Cluster) ->
             await BrokerApi(remoting).pull(addr, "readers", "orders", 0, 0)
 
 
-async def test_admin_requests_are_refused_without_an_admin_account(cluster: Cluster) -> None:
+async def test_admin_requests_are_refused_without_an_admin_account(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     for credentials in (None, PRODUCER, CONSUMER):
         async with client(credentials) as remoting:
@@ -164,7 +113,7 @@ async def test_admin_requests_are_refused_without_an_admin_account(cluster: Clus
         assert "secretKey" not in config
 
 
-async def test_admin_accounts_may_administer(cluster: Cluster) -> None:
+async def test_admin_accounts_may_administer(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     async with AdminClient(cluster.ns, credentials=OPERATOR) as admin:
         await admin.broker.create_topic(addr, TopicConfig("scratch", 1, 1))
@@ -173,7 +122,7 @@ async def test_admin_accounts_may_administer(cluster: Cluster) -> None:
         await admin.broker.delete_topic(addr, "scratch")
 
 
-async def test_acl_admin_requests_edit_the_file_and_apply_at_once(cluster: Cluster) -> None:
+async def test_acl_admin_requests_edit_the_file_and_apply_at_once(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     newcomer = SessionCredentials("newcomer1", "newcomer-secret")
     async with AdminClient(cluster.ns, credentials=OPERATOR) as admin:
@@ -214,7 +163,7 @@ async def test_acl_admin_requests_edit_the_file_and_apply_at_once(cluster: Clust
         assert caught.value.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
 
 
-async def test_acl_admin_requests_need_an_admin_account(cluster: Cluster) -> None:
+async def test_acl_admin_requests_need_an_admin_account(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     async with AdminClient(cluster.ns, credentials=PRODUCER) as admin:
         header = CreateAccessConfigRequestHeader("producer1", "producer-secret", admin=True)
@@ -223,7 +172,7 @@ async def test_acl_admin_requests_need_an_admin_account(cluster: Cluster) -> Non
     assert "admin: true" not in cluster.acl_file.read_text().split("producer1")[1][:200]
 
 
-async def test_the_file_is_reloaded_when_it_changes(cluster: Cluster) -> None:
+async def test_the_file_is_reloaded_when_it_changes(cluster: AclCluster) -> None:
     addr = cluster.broker.address
     later = SessionCredentials("lateuser1", "late-secret")
     cluster.acl_file.write_text(

@@ -95,7 +95,8 @@ _CONNECTION = "apogee.admin.connection"
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: object) -> object:
-    ctx.meta.setdefault(_CONNECTION, {})[param.name] = value
+    assert param.name is not None
+    ctx.meta.setdefault(_CONNECTION, {})[param.name.removeprefix("connect_")] = value
     return value
 
 
@@ -104,6 +105,7 @@ def connection_options(fn: F) -> F:
     for option in (
         click.option(
             "--access-key",
+            "connect_access_key",  # not "access_key": the ACL commands have their own
             envvar="APOGEE_ACCESS_KEY",
             expose_value=False,
             callback=_remember,
@@ -111,6 +113,7 @@ def connection_options(fn: F) -> F:
         ),
         click.option(
             "--secret-key",
+            "connect_secret_key",
             envvar="APOGEE_SECRET_KEY",
             expose_value=False,
             callback=_remember,
@@ -118,6 +121,7 @@ def connection_options(fn: F) -> F:
         ),
         click.option(
             "--tls",
+            "connect_tls",
             is_flag=True,
             expose_value=False,
             callback=_remember,
@@ -125,6 +129,7 @@ def connection_options(fn: F) -> F:
         ),
         click.option(
             "--tls-trust-cert",
+            "connect_tls_trust_cert",
             type=click.Path(dir_okay=False, exists=True),
             expose_value=False,
             callback=_remember,
