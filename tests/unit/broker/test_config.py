@@ -147,3 +147,29 @@ def test_property_filter_keys_bind_and_default_off() -> None:
     assert config_properties(config)["enablePropertyFilter"] == "true"
     with pytest.raises(ConfigError, match="enablePropertyFilter"):
         broker_config_from_properties({"storePathRootDir": "/x", "enablePropertyFilter": "maybe"})
+
+
+def test_access_control_and_tls_keys() -> None:
+    config = broker_config_from_properties(
+        {
+            "storePathRootDir": "/tmp/s",
+            "aclEnable": "true",
+            "rocketmq.acl.plain.file": "/etc/rocketmq/plain_acl.yml",
+            "accessKey": "brokerid1",
+            "secretKey": "broker-secret",
+            "tls.server.mode": "permissive",
+            "tls.server.certPath": "/c.pem",
+            "tls.server.keyPath": "/c.key",
+            "tls.server.keyPassword": "key-password",
+            "tls.enable": "true",
+        }
+    )
+    assert config.acl_enable and config.plain_acl_file == "/etc/rocketmq/plain_acl.yml"
+    assert config.credentials is not None and config.credentials.access_key == "brokerid1"
+    assert config.tls.server_mode == "permissive" and config.tls.client_enable
+    listed = config_properties(config)
+    assert listed["aclEnable"] == "true" and listed["tls.server.mode"] == "permissive"
+    assert listed["accessKey"] == "brokerid1"
+    # what GET_BROKER_CONFIG answers never holds a secret
+    assert "broker-secret" not in listed.values() and "key-password" not in listed.values()
+    assert BrokerConfig().credentials is None
