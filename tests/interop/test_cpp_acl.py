@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess
+from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.config import ClientConfig
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, wait_registered
 from apogee.testing.cpp import CppRun, run_cpp
 
 pytestmark = pytest.mark.interop
@@ -46,6 +48,8 @@ def acl_cluster(root: Path, *, namesrv_acl: bool) -> Iterator[str]:
         broker = BrokerProcess(root / "store", ns.address, properties=broker_props)
         broker.start()
         try:
+            signed = ClientConfig(credentials=SessionCredentials("cppuser1", "cpp-secret"))
+            wait_registered(ns.address, broker.address, signed)
             yield ns.address
         finally:
             assert broker.stop() == 0, broker.log_text()

@@ -6,7 +6,8 @@ Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
 ``NamesrvProcess`` / ``BrokerProcess`` (``python -m apogee namesrv|broker``
 subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
 cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
-store), and ``eventually`` (poll an async check until it holds). Imports:
+store), ``wait_registered`` (until a name server lists a broker), and
+``eventually`` (poll an async check until it holds). Imports:
 anything; nothing in ``apogee`` imports this module.
 """
 
@@ -27,8 +28,13 @@ from typing import Any, TypeVar
 
 from apogee.broker.broker import Broker
 from apogee.broker.config import BrokerConfig
+from apogee.codes import RequestCode, ResponseCode
+from apogee.errors import ApogeeError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
+from apogee.protocol.command import RemotingCommand
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.config import ClientConfig
 from apogee.store.config import StoreConfig
 
 T = TypeVar("T")
@@ -231,6 +237,31 @@ class BrokerProcess(_Process):
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
         super().__init__(args, port, log_dir / f"{store_dir.name}.log")
+
+
+def wait_registered(
+    namesrv_addr: str,
+    broker_addr: str,
+    config: ClientConfig | None = None,
+    timeout_s: float = 20.0,
+) -> None:
+    """Block until the name server lists ``broker_addr`` (a broker listens before it registers).
+
+    ``config`` carries the credentials and TLS context the name server asks for.
+    """
+
+    async def registered() -> bool:
+        async with RemotingClient(config) as client:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+            try:
+                answer = await client.invoke(namesrv_addr, request)
+            except ApogeeError:
+                return False
+            return (
+                answer.code == ResponseCode.SUCCESS and broker_addr in answer.body_bytes().decode()
+            )
+
+    asyncio.run(eventually(registered, timeout_s, interval_s=0.1))
 
 
 async def eventually(

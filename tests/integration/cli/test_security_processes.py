@@ -27,7 +27,7 @@ from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.remoting.tls import client_ssl_context
 from apogee.testing.certs import make_certificate
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess, free_port
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, free_port, wait_registered
 from tests.integration.acl_cluster import ACL, OPERATOR, PRODUCER
 
 OPERATOR_KEYS = ["--access-key", "operator1", "--secret-key", "operator-secret"]
@@ -66,6 +66,10 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         broker = BrokerProcess(root / "store", ns.address, properties=broker_props)
         broker.start()
         try:
+            tls = client_ssl_context(certs.cert)
+            wait_registered(
+                ns.address, broker.address, ClientConfig(ssl_context=tls, credentials=OPERATOR)
+            )
             yield Secured(ns.address, broker.address, certs.cert)
         finally:
             assert broker.stop() == 0, broker.log_text()

@@ -20,7 +20,7 @@ from apogee.client.broker_api import BrokerApi
 from apogee.client.sync import LoopThread, Producer, TransactionProducer
 from apogee.errors import ClientError
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, wait_registered
 from apogee.testing.reading import read_queue
 
 pytestmark = pytest.mark.slow
@@ -36,6 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         broker = BrokerProcess(root / "store", ns.address, properties=FAST_CHECKS)
         broker.start()
         try:
+            wait_registered(ns.address, broker.address)  # it listens before it registers
             yield ns.address, broker.address
         finally:
             assert broker.stop() == 0, broker.log_text()
