@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from apogee.errors import ConfigError
 
-_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+_Address = Address
 _ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
 
 

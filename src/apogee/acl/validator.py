@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apogee._util.fileio import fsync_dir
+from apogee.acl.address import Address as _Address
 from apogee.acl.address import canonical
 from apogee.acl.config import (
     EMPTY_TABLE,
@@ -69,6 +70,7 @@ DEFAULT_PLAIN_ACL_FILE = "conf/plain_acl.yml"
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 _LOG_EVERY_S = 10.0
 _LOG_KEYS_MAX = 10_000
+_ADDRESS_CACHE_MAX = 10_000
 
 
 def plain_acl_path(configured: str, home: str | None = None) -> Path:
@@ -127,6 +129,7 @@ class AccessValidator:
         self.table: AclTable = EMPTY_TABLE
         self._stamp: _Stamp | None = None
         self._logged: dict[tuple[str, str], tuple[float, int]] = {}
+        self._addresses: dict[str, _Address | None] = {}
         if not path.is_file():
             raise ConfigError(f"aclEnable=true but the ACL file {path} does not exist")
         table, self._stamp = self._load()
@@ -145,7 +148,7 @@ class AccessValidator:
     def refusal(self, request: RemotingCommand, peer: str) -> str | None:
         """Why ``request`` is refused, or None."""
         table = self.table
-        address = canonical(peer.rpartition(":")[0] if ":" in peer else peer)
+        address = self._address(peer)
         for pattern in table.global_white:
             if pattern.matches(address):
                 return None
@@ -189,6 +192,17 @@ class AccessValidator:
                     f"{_shown(name)!r} (its permission there: {perm_word(owned)})"
                 )
         return None
+
+    def _address(self, peer: str) -> _Address | None:
+        # Parsing an address costs more than the rest of a check: one parse per peer.
+        try:
+            return self._addresses[peer]
+        except KeyError:
+            pass
+        if len(self._addresses) >= _ADDRESS_CACHE_MAX:
+            self._addresses.clear()
+        address = self._addresses[peer] = canonical(peer.rpartition(":")[0] or peer)
+        return address
 
     def _log_refusal(self, peer: str, code: int, reason: str) -> None:
         host = peer.rpartition(":")[0] or peer

@@ -98,3 +98,11 @@ def test_credentials_need_both_keys() -> None:
     with pytest.raises(ConfigError, match="access key and a secret key"):
         SessionCredentials("RocketMQ", "")
     assert "12345678" not in repr(SessionCredentials("RocketMQ", "12345678"))
+
+
+def test_keys_sort_by_utf16_code_units_as_java_strings_do() -> None:
+    # U+10000 is the surrogate pair D800 DC00 in UTF-16, so Java puts it before U+FFFF,
+    # where code-point order would not: the content is "b" + "a".
+    ext = {"\uffff": "a", "\U00010000": "b"}
+    request = RemotingCommand.request(10, ext)
+    assert signature("k-secret1", ext, request) == "eM3E3jAPgtr15Lf37g+imGTyqps="
