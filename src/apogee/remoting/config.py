@@ -2,15 +2,17 @@
 
 Owns: ServerConfig and ClientConfig with RocketMQ's defaults (NettyServerConfig,
 NettyClientConfig, NettySystemConfig). Imports: ``apogee.errors``,
-``apogee.protocol.framing``. Units are in the field names.
+``apogee.protocol.framing``, ``apogee.remoting.limits``. Units are in the
+field names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apogee.errors import ConfigError
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from apogee.remoting.limits import ServerLimits
 
 DEFAULT_WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
 
@@ -30,6 +32,7 @@ class ServerConfig:
     stop_grace_s: float = 5.0
     backlog: int = 1024
     write_high_water_bytes: int = DEFAULT_WRITE_HIGH_WATER_BYTES
+    limits: ServerLimits = field(default_factory=ServerLimits)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -22,10 +22,12 @@ from types import TracebackType
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import CloseListener, Connection
 from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.limits import FrameBudget
 
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0
+_SWEEP_S = 1.0  # how often slow partial frames are looked for
 
 
 class RemotingServer:
@@ -36,6 +38,14 @@ class RemotingServer:
         self._connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
         self._port = 0
+        self._budget = FrameBudget(self.config.limits.max_pending_frame_bytes)
+        self._sweep: asyncio.TimerHandle | None = None
+        self.refused_connections = 0
+
+    @property
+    def pending_frame_bytes(self) -> int:
+        """Bytes held in partial frames by all connections now."""
+        return self._budget.held
 
     @property
     def port(self) -> int:
@@ -73,9 +83,30 @@ class RemotingServer:
             )
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%d", cfg.host, self._port)
+        if cfg.limits.frame_timeout_s is not None:
+            self._sweep = loop.call_later(_SWEEP_S, self._sweep_slow_frames)
+
+    def _sweep_slow_frames(self) -> None:
+        """Close connections whose frame has been incomplete for too long."""
+        timeout = self.config.limits.frame_timeout_s
+        assert timeout is not None
+        loop = asyncio.get_running_loop()
+        oldest = loop.time() - timeout
+        for conn in list(self._connections):
+            since = conn.partial_since
+            if since and since < oldest:
+                log.warning("closing connection with %s: a frame incomplete for over %.0fs",
+                            conn.peer, timeout)  # fmt: skip
+                conn.abort()
+        self._sweep = loop.call_later(_SWEEP_S, self._sweep_slow_frames)
 
     def _new_connection(self) -> Connection:
         cfg = self.config
+        limit = cfg.limits.max_connections
+        if limit is not None and len(self._connections) >= limit:
+            self.refused_connections += 1
+            why = f"{len(self._connections)} connections open, maxConnections is {limit}"
+            return Connection(None, server_side=True, refuse=why)
         conn = Connection(
             self.handlers,
             max_frame_bytes=cfg.max_frame_bytes,
@@ -83,6 +114,8 @@ class RemotingServer:
             write_high_water_bytes=cfg.write_high_water_bytes,
             server_side=True,
             on_close=self._connection_closed,
+            budget=self._budget,
+            max_write_buffer_bytes=cfg.limits.max_write_buffer_bytes,
         )
         self._connections.add(conn)
         return conn
@@ -100,6 +133,9 @@ class RemotingServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         server.close()
         conns = list(self._connections)
         for conn in conns:
