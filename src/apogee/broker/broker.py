@@ -36,7 +36,6 @@ from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.locks import RebalanceLockManager
-from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
 from apogee.broker.registration import RegistrationService
@@ -53,13 +52,15 @@ from apogee.broker.transaction_service import TransactionCheckService, recover_b
 from apogee.broker.wiring import (
     BrokerParts,
     build_handlers,
+    hold_service,
     open_store,
     registrar_for,
+    server_config,
     transaction_checker,
 )
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
-from apogee.remoting.config import ClientConfig, ServerConfig
+from apogee.remoting.config import ClientConfig
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
 from apogee.store.file_store import FileMessageStore
@@ -88,7 +89,7 @@ class Broker:
         self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
-        self.holds = PullHoldService()
+        self.holds = hold_service(config)
         self.permission = BrokerPermission(config.broker_permission)
         self.to_clients = Broker2Client()
         self.clients = ClientRegistry(
@@ -98,10 +99,8 @@ class Broker:
             property_filter=config.enable_property_filter,
         )
         self.table = HandlerTable()
-        idle_s = float(config.server_channel_max_idle_time_s)
-        self.server = RemotingServer(
-            self.table, ServerConfig(config.bind_address, config.listen_port, idle_timeout_s=idle_s)
-        )
+        self.server = RemotingServer(self.table, server_config(config))
+        self.server.add_close_listener(self.holds.connection_closed)
         self.namesrv_client = RemotingClient(ClientConfig())
         self.store: FileMessageStore | None = None
         self.schedule: ScheduleMessageService | None = None
@@ -148,6 +147,8 @@ class Broker:
         self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)
         self._dispatch.start()
+        if config.long_polling_enable:
+            self.holds.start_checks(store.max_offset_in_queue)
         self._start_tasks(store)
         await self._registration.start()
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
@@ -213,17 +214,11 @@ class Broker:
     def _start_tasks(self, store: FileMessageStore) -> None:
         config = self.config
         assert self.stats is not None and self.schedule is not None and self.tx_check is not None
+        offsets_s = config.flush_consumer_offset_interval_ms / 1000
+        delays_s = config.flush_delay_offset_interval_ms / 1000
         self._tasks = [
-            PeriodicTask(
-                "persist-offsets",
-                config.flush_consumer_offset_interval_ms / 1000,
-                self._persist_offsets,
-            ),
-            PeriodicTask(
-                "persist-delay-offsets",
-                config.flush_delay_offset_interval_ms / 1000,
-                self._persist_delay_offsets,
-            ),
+            PeriodicTask("persist-offsets", offsets_s, self._persist_offsets),
+            PeriodicTask("persist-delay-offsets", delays_s, self._persist_delay_offsets),
             PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),

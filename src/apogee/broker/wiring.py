@@ -56,6 +56,8 @@ from apogee.model.message import HostPort
 from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
+from apogee.remoting.config import ServerConfig
+from apogee.remoting.limits import ServerLimits, connections_for_fd_limit
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
 from apogee.store.interface import ArrivalListener, MessageStore
@@ -222,4 +224,29 @@ def transaction_checker(
         store_host=store_host,
         clock=clock,
         on_stored=on_stored,
+    )
+
+
+def server_config(config: BrokerConfig) -> ServerConfig:
+    """The remoting server's settings, with the bounds on what clients can make it hold."""
+    limits = ServerLimits(
+        max_connections=config.max_connections or connections_for_fd_limit(),
+        max_pending_frame_bytes=config.max_pending_frame_bytes,
+        frame_timeout_s=config.frame_read_timeout_ms / 1000,
+        max_write_buffer_bytes=config.max_write_buffer_bytes,
+    )
+    return ServerConfig(
+        config.bind_address,
+        config.listen_port,
+        idle_timeout_s=float(config.server_channel_max_idle_time_s),
+        limits=limits,
+    )
+
+
+def hold_service(config: BrokerConfig) -> PullHoldService:
+    """Parked pulls, bounded as the config says."""
+    return PullHoldService(
+        max_parked=config.max_parked_pulls,
+        max_per_connection=config.max_parked_pulls_per_connection,
+        check_interval_s=config.pull_hold_check_interval_ms / 1000,
     )
