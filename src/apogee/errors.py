@@ -15,6 +15,9 @@ from typing import ClassVar
 
 from apogee.codes import ResponseCode
 
+#: the longest error message kept; longer ones are cut (they may quote a peer's bytes)
+MAX_MESSAGE_LENGTH = 1000
+
 
 class ApogeeError(Exception):
     """Root of every Apogee exception."""
@@ -23,6 +26,9 @@ class ApogeeError(Exception):
     retriable: ClassVar[bool] = False
 
     def __init__(self, message: str = "", *, code: int | None = None) -> None:
+        if len(message) > MAX_MESSAGE_LENGTH:
+            # Messages may quote what a peer sent; they end up in logs and remarks.
+            message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
         super().__init__(message)
         if code is not None:
             self.code = code

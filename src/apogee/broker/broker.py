@@ -38,7 +38,6 @@ from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.handlers.acl import acl_reload_task
 from apogee.broker.locks import RebalanceLockManager
-from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
 from apogee.broker.registration import RegistrationService
@@ -56,6 +55,7 @@ from apogee.broker.wiring import (
     BrokerParts,
     access_validator,
     build_handlers,
+    hold_service,
     namesrv_client_config,
     open_store,
     registrar_for,
@@ -93,7 +93,7 @@ class Broker:
         self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
-        self.holds = PullHoldService()
+        self.holds = hold_service(config)
         self.permission = BrokerPermission(config.broker_permission)
         self.to_clients = Broker2Client()
         self.clients = ClientRegistry(
@@ -106,6 +106,7 @@ class Broker:
         self.table = HandlerTable()
         self.table.guard = self.acl.check if self.acl is not None else None
         self.server = RemotingServer(self.table, server_config(config))
+        self.server.add_close_listener(self.holds.connection_closed)
         self.namesrv_client = RemotingClient(namesrv_client_config(config))
         self.store: FileMessageStore | None = None
         self.schedule: ScheduleMessageService | None = None
@@ -152,6 +153,8 @@ class Broker:
         self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)
         self._dispatch.start()
+        if config.long_polling_enable:
+            self.holds.start_checks(store.max_offset_in_queue)
         self._start_tasks(store)
         await self._registration.start()
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
@@ -217,17 +220,11 @@ class Broker:
     def _start_tasks(self, store: FileMessageStore) -> None:
         config = self.config
         assert self.stats is not None and self.schedule is not None and self.tx_check is not None
+        offsets_s = config.flush_consumer_offset_interval_ms / 1000
+        delays_s = config.flush_delay_offset_interval_ms / 1000
         self._tasks = [
-            PeriodicTask(
-                "persist-offsets",
-                config.flush_consumer_offset_interval_ms / 1000,
-                self._persist_offsets,
-            ),
-            PeriodicTask(
-                "persist-delay-offsets",
-                config.flush_delay_offset_interval_ms / 1000,
-                self._persist_delay_offsets,
-            ),
+            PeriodicTask("persist-offsets", offsets_s, self._persist_offsets),
+            PeriodicTask("persist-delay-offsets", delays_s, self._persist_delay_offsets),
             PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),

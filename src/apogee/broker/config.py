@@ -160,6 +160,14 @@ class BrokerConfig:
     server_channel_max_idle_time_s: int = field(
         default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"}
     )
+    # bounds on what clients can make the broker hold (see docs/reliability.md)
+    max_connections: int = 0  # 0: derived from the process's file-descriptor limit
+    max_pending_frame_bytes: int = 512 * 1024 * 1024  # partial frames, all connections
+    frame_read_timeout_ms: int = 30_000  # a frame begun must be complete by then
+    max_write_buffer_bytes: int = 64 * 1024 * 1024  # answers a client has not read
+    max_parked_pulls: int = 100_000
+    max_parked_pulls_per_connection: int = 1000
+    pull_hold_check_interval_ms: int = 5000  # parked pulls checked against max offsets
     # send responses
     region_id: str = "DefaultRegion"
     trace_on: bool = True
@@ -184,6 +192,17 @@ class BrokerConfig:
         ):
             if not 0 <= value <= 65535:
                 raise ConfigError(f"{key} must be 0..65535, got {value}")
+        for key, value in (
+            ("maxConnections", self.max_connections + 1),
+            ("maxPendingFrameBytes", self.max_pending_frame_bytes),
+            ("frameReadTimeoutMs", self.frame_read_timeout_ms),
+            ("maxWriteBufferBytes", self.max_write_buffer_bytes),
+            ("maxParkedPulls", self.max_parked_pulls),
+            ("maxParkedPullsPerConnection", self.max_parked_pulls_per_connection),
+            ("pullHoldCheckIntervalMs", self.pull_hold_check_interval_ms),
+        ):
+            if value < 1:
+                raise ConfigError(f"{key} must be positive")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         for key, value in (

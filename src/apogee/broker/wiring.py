@@ -59,6 +59,7 @@ from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
+from apogee.remoting.limits import ServerLimits, connections_for_fd_limit
 from apogee.remoting.tls import client_context, server_context
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
@@ -86,16 +87,6 @@ def access_validator(config: BrokerConfig) -> AccessValidator | None:
     if not config.acl_enable:
         return None
     return AccessValidator(plain_acl_path(config.plain_acl_file))
-
-
-def server_config(config: BrokerConfig) -> ServerConfig:
-    return ServerConfig(
-        config.bind_address,
-        config.listen_port,
-        idle_timeout_s=float(config.server_channel_max_idle_time_s),
-        tls_mode=config.tls.mode,
-        ssl_context=server_context(config.tls),
-    )
 
 
 def namesrv_client_config(config: BrokerConfig) -> ClientConfig:
@@ -255,4 +246,31 @@ def transaction_checker(
         store_host=store_host,
         clock=clock,
         on_stored=on_stored,
+    )
+
+
+def server_config(config: BrokerConfig) -> ServerConfig:
+    """The remoting server's settings, with the bounds on what clients can make it hold."""
+    limits = ServerLimits(
+        max_connections=config.max_connections or connections_for_fd_limit(),
+        max_pending_frame_bytes=config.max_pending_frame_bytes,
+        frame_timeout_s=config.frame_read_timeout_ms / 1000,
+        max_write_buffer_bytes=config.max_write_buffer_bytes,
+    )
+    return ServerConfig(
+        config.bind_address,
+        config.listen_port,
+        idle_timeout_s=float(config.server_channel_max_idle_time_s),
+        limits=limits,
+        tls_mode=config.tls.mode,
+        ssl_context=server_context(config.tls),
+    )
+
+
+def hold_service(config: BrokerConfig) -> PullHoldService:
+    """Parked pulls, bounded as the config says."""
+    return PullHoldService(
+        max_parked=config.max_parked_pulls,
+        max_per_connection=config.max_parked_pulls_per_connection,
+        check_interval_s=config.pull_hold_check_interval_ms / 1000,
     )

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import click
 
+from apogee._util import logthrottle
 from apogee.remoting.runner import run
 
 
@@ -33,6 +34,8 @@ def setup_logging(level: str = "INFO") -> None:
             level=level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    for handler in logging.getLogger().handlers:
+        logthrottle.install(handler)  # a flood of alike records must not fill the disk
 
 
 def parse_listen(value: str, default_host: str = "0.0.0.0") -> tuple[str, int]:

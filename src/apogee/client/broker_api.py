@@ -26,6 +26,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, overload
@@ -79,6 +80,7 @@ _PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
 _UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+log = logging.getLogger(__name__)
 _JSON = SerializeType.JSON
 
 
@@ -98,8 +100,21 @@ def inflate(msg: MessageExt) -> MessageExt:
 
 
 def decode_messages(body: bytes) -> list[MessageExt]:
-    """The records of a pull or query response body, bodies inflated."""
-    return [inflate(m) for m in iter_records(body)]
+    """The records of a pull or query response body, bodies inflated.
+
+    A body that claims zlib compression and does not inflate belongs to one
+    message only: that message is handed over as stored (COMPRESSED still set
+    in ``sys_flag``, as for LZ4 or ZSTD) and logged, and the others are not
+    held back.
+    """
+    out: list[MessageExt] = []
+    for msg in iter_records(body):
+        try:
+            out.append(inflate(msg))
+        except ProtocolError as exc:
+            log.warning("%s; handed over as stored", exc)
+            out.append(msg)
+    return out
 
 
 def _pull_offsets(answer: h.PullMessageResponseHeader) -> tuple[int, int, int, int]:

@@ -3,7 +3,8 @@
 Owns: ServerConfig and ClientConfig with RocketMQ's defaults (NettyServerConfig,
 NettyClientConfig, NettySystemConfig). Imports: ``apogee.errors``,
 ``apogee.protocol.framing``, ``apogee.protocol.signing``,
-``apogee.remoting.tls``. Units are in the field names.
+``apogee.remoting.limits``, ``apogee.remoting.tls``. Units are in the field
+names.
 
 Security: a server's ``tls_mode`` other than DISABLED needs its
 ``ssl_context`` (``tls.server_context``); a client with an ``ssl_context``
@@ -14,11 +15,12 @@ sends (ACL 1.0).
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apogee.errors import ConfigError
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.limits import ServerLimits
 from apogee.remoting.tls import TlsMode
 
 DEFAULT_WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
@@ -39,6 +41,7 @@ class ServerConfig:
     stop_grace_s: float = 5.0
     backlog: int = 1024
     write_high_water_bytes: int = DEFAULT_WRITE_HIGH_WATER_BYTES
+    limits: ServerLimits = field(default_factory=ServerLimits)
     tls_mode: TlsMode = TlsMode.DISABLED
     ssl_context: ssl.SSLContext | None = None
     ssl_handshake_timeout_s: float = 10.0

@@ -19,11 +19,12 @@ Invariants:
   ``dispatch.ResponseBatch``).
   When the transport's buffer is over its high-water mark, requesters wait
   in ``invoke`` and a server-side connection stops reading until the peer
-  drains its answers.
+  drains its answers; past ``max_write_buffer_bytes`` it is cut off.
+* With a ``FrameBudget`` the bytes of this connection's partial frame count
+  against the server's total (see ``apogee.remoting.limits``), and
+  ``partial_since`` tells since when a frame has been incomplete.
 * ``sign``, when given, completes every request this side sends (the ACL
   signature) just before it is written; answers are never signed.
-* ``on_open`` runs once the transport is up -- for TLS, after the handshake;
-  a connection whose handshake failed never opens and never closes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutErr
 from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
 from apogee.remoting.dispatch import HandlerTable, RequestContext
+from apogee.remoting.limits import FrameBudget
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,9 @@ class Connection(asyncio.Protocol):
         write_high_water_bytes: int | None = None,
         server_side: bool = False,
         on_close: CloseListener | None = None,
-        on_open: CloseListener | None = None,
+        budget: FrameBudget | None = None,
+        max_write_buffer_bytes: int | None = None,
+        refuse: str | None = None,
         sign: Signer | None = None,
     ) -> None:
         self._handlers = handlers
@@ -67,7 +71,6 @@ class Connection(asyncio.Protocol):
         self._high_water = write_high_water_bytes
         self._server_side = server_side
         self._on_close = on_close
-        self._on_open = on_open
         self._sign = sign
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -81,6 +84,12 @@ class Connection(asyncio.Protocol):
         self._closed = self._loop.create_future()
         self.accepting_requests = True
         self.peer = "?"
+        self._budget = budget
+        self._held = 0  # bytes of a partial frame counted in the budget
+        #: loop time when the current partial frame began (0.0: none)
+        self.partial_since = 0.0
+        self._max_write = max_write_buffer_bytes
+        self._refuse = refuse  # why to close at once (too many connections)
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -91,12 +100,14 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+        if self._refuse is not None:
+            log.warning("refusing connection from %s: %s", self.peer, self._refuse)
+            transport.abort()
+            return
         if self._high_water is not None:
             transport.set_write_buffer_limits(high=self._high_water)
         if self._idle_timeout_s is not None:
             self._idle_handle = self._loop.call_later(self._idle_timeout_s, self._check_idle)
-        if self._on_open is not None:
-            self._on_open(self)
 
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
@@ -111,6 +122,11 @@ class Connection(asyncio.Protocol):
                       self.peer, exc)  # fmt: skip
             self.abort()
             return
+        budget = self._budget
+        if budget is not None:
+            held = self._decoder.buffered
+            if (held or self._held) and not self._account(held, budget):
+                return
         if len(commands) == 1:
             self._on_command(commands[0])
             return
@@ -123,6 +139,23 @@ class Connection(asyncio.Protocol):
         finally:
             if outermost:
                 self.release_writes()
+
+    def _account(self, held: int, budget: FrameBudget) -> bool:
+        """Count this connection's partial frame in the budget; False if it was cut off."""
+        budget.held += held - self._held
+        self._held = held
+        if not held:
+            self.partial_since = 0.0
+            return True
+        if not self.partial_since:
+            self.partial_since = self._loop.time()
+        if budget.over():
+            log.warning("closing connection with %s: partial frames of all connections hold "
+                        "%d bytes, over the limit of %s", self.peer, budget.held,
+                        budget.limit)  # fmt: skip
+            self.abort()
+            return False
+        return True
 
     def _on_command(self, cmd: RemotingCommand) -> None:
         if cmd.flag & FLAG_RESPONSE:
@@ -145,6 +178,9 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
+        if self._budget is not None and self._held:
+            self._budget.held -= self._held
+            self._held = 0
         pending, self._pending = self._pending, {}
         error = RemotingClosedError(f"connection with {self.peer} closed")
         for fut in pending.values():
@@ -198,7 +234,18 @@ class Connection(asyncio.Protocol):
             self._batch += encode(cmd)
         else:
             transport.writelines(encode(cmd))
+            if self._write_paused and self._max_write is not None:
+                self._check_write_buffer(transport)
         self._last_activity = self._loop.time()
+
+    def _check_write_buffer(self, transport: asyncio.Transport) -> None:
+        size = transport.get_write_buffer_size()
+        assert self._max_write is not None
+        if size > self._max_write:
+            log.warning("closing connection with %s: it does not read its answers "
+                        "(%d bytes waiting, the limit is %d)", self.peer, size,
+                        self._max_write)  # fmt: skip
+            transport.abort()
 
     def hold_writes(self) -> bool:
         """Gather what is written from now on until ``release_writes``.
@@ -217,6 +264,8 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if batch and transport is not None and not transport.is_closing():
             transport.writelines(batch)
+            if self._write_paused and self._max_write is not None:
+                self._check_write_buffer(transport)
 
     def send_response(self, response: RemotingCommand) -> bool:
         """Write an answer; False (and logged) if the connection already closed."""

@@ -168,6 +168,11 @@ class HandlerTable:
         return self._groups[name]
 
     @property
+    def codes(self) -> list[int]:
+        """The request codes with a handler, in ascending order."""
+        return sorted(self._entries)
+
+    @property
     def in_flight(self) -> int:
         """Async handler runs still executing or waiting."""
         return sum(g.running + len(g.waiting) for g in self._groups.values())

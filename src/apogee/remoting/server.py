@@ -11,10 +11,11 @@ its buffered answers are flushed; cancel whatever is still running.
 Requests a handler parked without answering (long polls) are not waited for:
 their owner answers them before stopping the server.
 
-TLS (``ServerConfig.tls_mode``, see ``tls``): enforcing serves TLS only,
-permissive accepts through ``tls.SniffingServer`` (plain and TLS on one
-port). A connection counts from its ``connection_made`` -- after the
-handshake -- so a failed handshake leaves nothing behind.
+TLS (``ServerConfig.tls_mode``, see ``tls``): both TLS modes accept
+through ``tls.TlsListener`` (permissive: plain and TLS on one port, told
+apart by the first byte; enforcing: TLS only), which hands back the
+connections whose handshake failed so they leave the connection count.
+Without TLS the asyncio server accepts, as before.
 """
 
 from __future__ import annotations
@@ -27,21 +28,31 @@ from types import TracebackType
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import CloseListener, Connection
 from apogee.remoting.dispatch import HandlerTable
-from apogee.remoting.tls import SniffingServer, TlsMode, bind_socket
+from apogee.remoting.limits import FrameBudget
+from apogee.remoting.tls import TlsListener, TlsMode, bind_socket
 
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0
+_SWEEP_S = 1.0  # how often slow partial frames are looked for
 
 
 class RemotingServer:
     def __init__(self, handlers: HandlerTable, config: ServerConfig | None = None) -> None:
         self.handlers = handlers
         self.config = config or ServerConfig()
-        self._server: asyncio.Server | SniffingServer | None = None
+        self._server: asyncio.Server | TlsListener | None = None
         self._connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
         self._port = 0
+        self._budget = FrameBudget(self.config.limits.max_pending_frame_bytes)
+        self._sweep: asyncio.TimerHandle | None = None
+        self.refused_connections = 0
+
+    @property
+    def pending_frame_bytes(self) -> int:
+        """Bytes held in partial frames by all connections now."""
+        return self._budget.held
 
     @property
     def port(self) -> int:
@@ -65,54 +76,77 @@ class RemotingServer:
         """
         loop = asyncio.get_running_loop()
         cfg = self.config
-        if cfg.tls_mode is TlsMode.PERMISSIVE:
+        if cfg.tls_mode is not TlsMode.DISABLED:
             assert cfg.ssl_context is not None  # ServerConfig checks it
-            sniffing = SniffingServer(
+            listener = TlsListener(
                 sock or bind_socket(cfg.host, cfg.port),
                 self._new_connection,
                 cfg.ssl_context,
+                sniff=cfg.tls_mode is TlsMode.PERMISSIVE,
+                on_failed=self._never_opened,
                 backlog=cfg.backlog,
+                max_pending=cfg.limits.max_connections,
                 sniff_timeout_s=cfg.idle_timeout_s or 120.0,
                 handshake_timeout_s=cfg.ssl_handshake_timeout_s,
             )
-            sniffing.start()
-            self._server = sniffing
+            listener.start()
+            self._server = listener
+        elif sock is not None:
+            self._server = await loop.create_server(
+                self._new_connection, sock=sock, backlog=cfg.backlog
+            )
         else:
-            tls = cfg.ssl_context if cfg.tls_mode is TlsMode.ENFORCING else None
-            timeout = cfg.ssl_handshake_timeout_s if tls is not None else None
-            if sock is not None:
-                self._server = await loop.create_server(
-                    self._new_connection,
-                    sock=sock,
-                    backlog=cfg.backlog,
-                    ssl=tls,
-                    ssl_handshake_timeout=timeout,
-                )
-            else:
-                self._server = await loop.create_server(
-                    self._new_connection,
-                    cfg.host,
-                    cfg.port,
-                    backlog=cfg.backlog,
-                    reuse_address=True,
-                    ssl=tls,
-                    ssl_handshake_timeout=timeout,
-                )
+            self._server = await loop.create_server(
+                self._new_connection,
+                cfg.host,
+                cfg.port,
+                backlog=cfg.backlog,
+                reuse_address=True,
+            )
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%d (TLS %s)", cfg.host, self._port,
                  cfg.tls_mode.value)  # fmt: skip
+        if cfg.limits.frame_timeout_s is not None:
+            self._sweep = loop.call_later(_SWEEP_S, self._sweep_slow_frames)
+
+    def _sweep_slow_frames(self) -> None:
+        """Close connections whose frame has been incomplete for too long."""
+        timeout = self.config.limits.frame_timeout_s
+        assert timeout is not None
+        loop = asyncio.get_running_loop()
+        oldest = loop.time() - timeout
+        for conn in list(self._connections):
+            since = conn.partial_since
+            if since and since < oldest:
+                log.warning("closing connection with %s: a frame incomplete for over %.0fs",
+                            conn.peer, timeout)  # fmt: skip
+                conn.abort()
+        self._sweep = loop.call_later(_SWEEP_S, self._sweep_slow_frames)
 
     def _new_connection(self) -> Connection:
         cfg = self.config
-        return Connection(
+        limit = cfg.limits.max_connections
+        if limit is not None and len(self._connections) >= limit:
+            self.refused_connections += 1
+            why = f"{len(self._connections)} connections open, maxConnections is {limit}"
+            return Connection(None, server_side=True, refuse=why)
+        conn = Connection(
             self.handlers,
             max_frame_bytes=cfg.max_frame_bytes,
             idle_timeout_s=cfg.idle_timeout_s,
             write_high_water_bytes=cfg.write_high_water_bytes,
             server_side=True,
             on_close=self._connection_closed,
-            on_open=self._connections.add,
+            budget=self._budget,
+            max_write_buffer_bytes=cfg.limits.max_write_buffer_bytes,
         )
+        self._connections.add(conn)
+        return conn
+
+    def _never_opened(self, conn: asyncio.Protocol) -> None:
+        # its TLS handshake failed: connection_made never ran, connection_lost never will
+        if isinstance(conn, Connection):
+            self._connections.discard(conn)
 
     def _connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
@@ -127,6 +161,9 @@ class RemotingServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         server.close()
         conns = list(self._connections)
         for conn in conns:

@@ -1,8 +1,8 @@
 """TLS on the remoting port: settings, SSL contexts, and plain + TLS on one port.
 
 Owns: TlsMode, TlsConfig (RocketMQ's ``tls.*`` keys, TlsSystemConfig), the
-server and client SSLContexts built from them, and SniffingServer, the
-listener of the permissive mode. Imports: asyncio, ssl, socket,
+server and client SSLContexts built from them, and TlsListener, the
+listener of the two TLS modes. Imports: asyncio, ssl, socket,
 ``apogee._util.props``, ``apogee.errors``.
 
 Modes of the server (``tls.server.mode``):
@@ -210,15 +210,19 @@ def client_ssl_context(
     return client_context(config)
 
 
-# -- permissive mode: one port, both kinds ------------------------------------------
+# -- accepting TLS connections --------------------------------------------------------
 
 
-class SniffingServer:
-    """Accepts on ``sock`` and serves each connection plain or TLS by its first byte.
+class TlsListener:
+    """Accepts on ``sock`` for the TLS modes: TLS only, or (``sniff``) TLS and plain.
 
     The listening half of asyncio.Server that RemotingServer uses: ``close``,
-    ``wait_closed`` and ``sockets``. A connection that sends nothing within
-    ``sniff_timeout_s`` is closed.
+    ``wait_closed`` and ``sockets``. With ``sniff`` a connection is served
+    TLS or plain by its first byte, and one that sends nothing within
+    ``sniff_timeout_s`` is closed. A protocol made for a connection whose
+    handshake then failed goes to ``on_failed`` (asyncio never tells it
+    anything). Beyond ``max_pending`` connections still sniffing or in their
+    handshake, new ones are closed at once.
     """
 
     def __init__(
@@ -227,14 +231,20 @@ class SniffingServer:
         factory: Callable[[], asyncio.Protocol],
         ssl_context: ssl.SSLContext,
         *,
+        sniff: bool,
+        on_failed: Callable[[asyncio.Protocol], None],
         backlog: int,
+        max_pending: int | None,
         sniff_timeout_s: float,
         handshake_timeout_s: float,
     ) -> None:
         self._sock = sock
         self._factory = factory
         self._ssl = ssl_context
+        self._sniff = sniff
+        self._on_failed = on_failed
         self._backlog = backlog
+        self._max_pending = max_pending
         self._sniff_timeout_s = sniff_timeout_s
         self._handshake_timeout_s = handshake_timeout_s
         self._accepting: asyncio.Task[None] | None = None
@@ -258,29 +268,41 @@ class SniffingServer:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if self._max_pending is not None and len(self._serving) >= self._max_pending:
+                log.warning("closing a new connection: %d still in their TLS handshake",
+                            len(self._serving))  # fmt: skip
+                conn.close()
+                continue
             task = loop.create_task(self._serve(conn))
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
 
     async def _serve(self, conn: socket.socket) -> None:
-        handed_over = False
+        made: list[asyncio.Protocol] = []
+
+        def factory() -> asyncio.Protocol:
+            protocol = self._factory()
+            made.append(protocol)
+            return protocol
+
+        handed_over = opened = False
         try:
             conn.setblocking(False)
-            first = await asyncio.wait_for(_peek(conn), self._sniff_timeout_s)
-            if not first:
-                return
-            tls = first[0] == TLS_RECORD_HANDSHAKE
+            tls = True
+            if self._sniff:
+                first = await asyncio.wait_for(_peek(conn), self._sniff_timeout_s)
+                if not first:
+                    return
+                tls = first[0] == TLS_RECORD_HANDSHAKE
             loop = asyncio.get_running_loop()
             handed_over = True  # from here the transport owns and closes the socket
             if tls:
                 await loop.connect_accepted_socket(
-                    self._factory,
-                    conn,
-                    ssl=self._ssl,
-                    ssl_handshake_timeout=self._handshake_timeout_s,
+                    factory, conn, ssl=self._ssl, ssl_handshake_timeout=self._handshake_timeout_s
                 )
             else:
-                await loop.connect_accepted_socket(self._factory, conn)
+                await loop.connect_accepted_socket(factory, conn)
+            opened = True
         except TimeoutError:
             log.info("closing a connection that sent nothing for %.0fs", self._sniff_timeout_s)
         except (OSError, ssl.SSLError) as exc:
@@ -288,6 +310,9 @@ class SniffingServer:
         finally:
             if not handed_over:
                 conn.close()
+            if not opened:
+                for protocol in made:
+                    self._on_failed(protocol)
 
     def close(self) -> None:
         if self._accepting is not None:

@@ -101,7 +101,10 @@ class FileMessageStore:
         self.limits = ReadLimits.from_config(config)
         self.recovery: RecoveryReport | None = None
         self.closed = False
-        self.stats = {"put_failed": 0, "get_found": 0, "get_miss": 0, "get_transferred_msgs": 0}
+        self.stats = {
+            "put_failed": 0, "get_found": 0, "get_miss": 0, "get_transferred_msgs": 0,
+            "forced_deleted_files": 0, "forced_deleted_messages": 0,
+        }  # fmt: skip
         self._writable = config.broker_role is not BrokerRole.SLAVE
         #: why the disk refused a file ("" when it did not): writes wait for room
         self.disk_full_reason = ""
@@ -403,6 +406,11 @@ class FileMessageStore:
         report = self.cleaner.step(
             self.commit_log, self.queues, hook, now_ms=now, hour=time.localtime(now / 1000).tm_hour
         )
+        if report.forced_files:
+            self.stats["forced_deleted_files"] += report.forced_files
+            self.stats["forced_deleted_messages"] += sum(
+                kept - first for _, _, first, kept in report.forced_losses
+            )
         self._writable = not self._unwritable()
         return report
 

@@ -18,10 +18,11 @@ newest file is never deleted.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from apogee.model.message_codec import store_timestamp_at
@@ -29,6 +30,8 @@ from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
 from apogee.store.consume_queue import ConsumeQueueTable
 from apogee.store.segment import Segment
+
+log = logging.getLogger(__name__)
 
 DELETE_FILES_BATCH_MAX = 10
 MANUAL_DELETE_TIMES = 20
@@ -93,6 +96,11 @@ class CleanReport:
     min_offset: int = 0
     disk_full: bool = False
     reason: str = ""
+    #: commit-log files deleted before their reserved time was over (forced cleaning)
+    forced_files: int = 0
+    #: (topic, queue id, first offset lost, first offset kept) of every queue that
+    #: lost messages to forced cleaning
+    forced_losses: list[tuple[str, int, int, int]] = field(default_factory=list)
 
 
 class Cleaner:
@@ -138,18 +146,41 @@ class Cleaner:
         times = [_last_write_ms(segs[i + 1], segs[i]) for i in range(len(segs) - 1)]
         reserved_ms = config.file_reserved_time_hours * 3_600_000
         count = expired_count(times, now_ms, reserved_ms, clean_at_once=at_once)
+        old_min = commit_log.min_offset
         if count:
             commit_log.queue.delete_first(count)
         report.deleted_commit_log_files = count
+        report.forced_files = sum(now_ms < t + reserved_ms for t in times[:count])
         new_min = commit_log.min_offset
         report.min_offset = new_min
-        for cq in list(queues.queues.values()):
+        for (topic, queue_id), cq in list(queues.queues.items()):
+            before = cq.min_offset
             report.deleted_consume_queue_files += cq.delete_expired(new_min)
+            if report.forced_files and cq.min_offset > before:
+                report.forced_losses.append((topic, queue_id, before, cq.min_offset))
+        if report.forced_files:
+            _log_forced(report, old_min, new_min, config.file_reserved_time_hours)
         for hook in below_hooks:
             hook(new_min)
         commit_log.queue.reap()
         queues.reap()
         return report
+
+
+def _log_forced(report: CleanReport, old_min: int, new_min: int, reserved_hours: int) -> None:
+    """One WARNING per forced deletion: messages went before their time was up."""
+    lost = sum(kept - first for _, _, first, kept in report.forced_losses)
+    shown = ", ".join(
+        f"{topic}/{queue_id} [{first}, {kept})"
+        for topic, queue_id, first, kept in report.forced_losses[:20]
+    )
+    more = len(report.forced_losses) - 20
+    log.warning(
+        "disk space: %d commit-log file(s) deleted before their %d h were up "
+        "(cleanFileForciblyEnable): offsets [%d, %d), %d message(s) in %d queue(s) lost: %s%s",
+        report.forced_files, reserved_hours, old_min, new_min, lost,
+        len(report.forced_losses), shown or "none queued", f" and {more} more" if more > 0 else "",
+    )  # fmt: skip
 
 
 def _last_write_ms(following: Segment, seg: Segment) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
-from apogee.errors import BrokerSystemError, TopicNotExistError
+from apogee.errors import BrokerSystemError, ProtocolError, TopicNotExistError
 from apogee.model.client import ConsumerData, ConsumeType, HeartbeatData
 from apogee.model.message import COMPRESSED_FLAG, Message
 from apogee.model.msgid import parse_offset_msg_id
@@ -162,3 +162,23 @@ async def test_a_lazy_pull_gives_what_the_full_decode_gives(broker: Broker, api:
     tagged = await api.pull(addr, GROUP, "T1", 0, 0, expression="TagA", lazy=True)
     assert [m.queue_offset for m in tagged.messages] == [0, 2]
     assert (await api.pull(addr, GROUP, "T1", 0, 3, lazy=True)).messages == []
+
+
+async def test_a_compressed_body_that_does_not_inflate_hides_nothing_around_it(
+    broker: Broker, api: BrokerApi
+) -> None:
+    addr = broker.address
+    await api.send(addr, "broker-a", _msg(b"before"), queue_id=0, producer_group="pg")
+    garbage = b"\x78\x9c this is not a zlib stream"
+    await api.send(
+        addr, "broker-a", _msg(garbage), queue_id=0, producer_group="pg", sys_flag=COMPRESSED_FLAG
+    )
+    await api.send(addr, "broker-a", _msg(b"after"), queue_id=0, producer_group="pg")
+
+    full = await api.pull(addr, GROUP, "T1", 0, 0, max_nums=10)
+    assert [m.body for m in full.messages] == [b"before", garbage, b"after"]
+    assert full.messages[1].sys_flag & COMPRESSED_FLAG  # handed over as stored
+    lazy = await api.pull(addr, GROUP, "T1", 0, 0, max_nums=10, lazy=True)
+    assert lazy.messages[0].body == b"before" and lazy.messages[2].body == b"after"
+    with pytest.raises(ProtocolError):
+        _ = lazy.messages[1].body  # the bad one says so when its body is read

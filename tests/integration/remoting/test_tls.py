@@ -6,6 +6,7 @@ Certificates are made per module by ``apogee.testing.certs``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from apogee.remoting import (
     RequestContext,
     ServerConfig,
 )
+from apogee.remoting.limits import ServerLimits
 from apogee.remoting.tls import TlsConfig, TlsMode, client_context, server_context
 from apogee.testing.certs import CertFiles, make_certificate
 
@@ -187,3 +189,19 @@ async def test_server_requires_client_certificates_when_asked(
         with pytest.raises((RemotingConnectError, RemotingClosedError, ssl.SSLError)):
             await echo_over(addr, tls_client())
         await wait_no_connections(server)
+
+
+async def test_failed_handshakes_do_not_use_up_max_connections(
+    certs: dict[str, CertFiles],
+) -> None:
+    config = dataclasses.replace(
+        tls_server_config(certs, TlsMode.ENFORCING), limits=ServerLimits(max_connections=2)
+    )
+    async with serving(config) as server:
+        addr = f"127.0.0.1:{server.port}"
+        for _ in range(4):  # plain clients: each handshake fails
+            with pytest.raises((RemotingClosedError, RemotingTimeoutError)):
+                await echo_over(addr, PLAIN)
+        assert await echo_over(addr, tls_client()) == "true"
+        await wait_no_connections(server)
+        assert server.refused_connections == 0

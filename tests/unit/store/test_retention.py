@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from apogee._util.clock import FakeClock
 from apogee.store.config import StoreConfig
@@ -218,3 +221,34 @@ def test_index_hooks_are_driven_by_the_store(tmp_path: Path) -> None:
     again = FileMessageStore.open(small_config(tmp_path), clock=clock, index=index2)
     assert index2.calls == [("load", False, 1234)]
     again.close()
+
+
+def test_forced_cleaning_says_which_messages_it_took(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    store = open_store(tmp_path, clock, Disk(0.86))  # above the forcible ratio
+    fill(store, clock, 3)  # nothing near its 72 h
+    with caplog.at_level(logging.WARNING, logger="apogee.store.retention"):
+        report = store.clean_step()
+    assert report.deleted_commit_log_files == report.forced_files == 2
+    assert report.forced_losses == [("TopicTest", 0, 0, 8)]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "2 commit-log file(s) deleted before their 72 h were up" in line
+    assert "8 message(s) in 1 queue(s) lost: TopicTest/0 [0, 8)" in line
+    stats = store.runtime_stats()
+    assert (stats["forced_deleted_files"], stats["forced_deleted_messages"]) == (2, 8)
+    store.close()
+
+
+def test_expired_files_are_not_counted_as_forced(tmp_path: Path) -> None:
+    clock = FakeClock()
+    local_hour_ms(clock, 1)
+    store = open_store(tmp_path, clock, Disk())
+    fill(store, clock, 3)
+    clock.advance(73 * 3600)
+    local_hour_ms(clock, 4)
+    report = store.clean_step()
+    assert report.deleted_commit_log_files == 2
+    assert (report.forced_files, report.forced_losses) == (0, [])
+    store.close()

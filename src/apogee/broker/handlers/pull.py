@@ -200,8 +200,11 @@ class PullHandler:
             and header.sys_flag & FLAG_SUSPEND
             and not self._holds.closed
         ):
-            self._holds.hold(ctx, header, codes, self._hold_time_s(header))
-            return None
+            if self._holds.hold(ctx, header, codes, self._hold_time_s(header)):
+                return None
+            return request.make_response(
+                ResponseCode.SYSTEM_BUSY, "[OVERLOAD] too many parked pulls, try again later"
+            )
         ext = {
             "suggestWhichBrokerId": str(self._suggest(group, result)),
             "nextBeginOffset": str(result.next_begin_offset),
