@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -227,6 +228,7 @@ class BrokerProcess(_Process):
         port: int | None = None,
         properties: Mapping[str, str] | None = None,
         log_dir: Path | None = None,
+        wait_registration: bool | None = None,
     ) -> None:
         store_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
@@ -237,6 +239,22 @@ class BrokerProcess(_Process):
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
         super().__init__(args, port, log_dir / f"{store_dir.name}.log")
+        self.namesrv_addr = namesrv_addr
+        # A broker listens before it registers: a client that looks up a route
+        # at once may find none. By default ``start`` waits for a plain
+        # registration (secured clusters call wait_registered with credentials).
+        secured = props.get("aclEnable", "false") == "true" or any(
+            k.startswith("tls.") for k in props
+        )
+        self.wait_registration = (
+            bool(namesrv_addr) and not secured if wait_registration is None else wait_registration
+        )
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        super().start(timeout_s)
+        if self.wait_registration:
+            first = self.namesrv_addr.replace(",", ";").split(";")[0].strip()
+            wait_registered(first, self.address, timeout_s=timeout_s)
 
 
 def wait_registered(
@@ -261,7 +279,29 @@ def wait_registered(
                 answer.code == ResponseCode.SUCCESS and broker_addr in answer.body_bytes().decode()
             )
 
-    asyncio.run(eventually(registered, timeout_s, interval_s=0.1))
+    def check() -> None:
+        asyncio.run(eventually(registered, timeout_s, interval_s=0.1))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        check()
+        return
+    # Called from a coroutine (which blocks its loop for it, as ``start`` does):
+    # the check needs a loop of its own, on a thread of its own.
+    failures: list[BaseException] = []
+
+    def in_thread() -> None:
+        try:
+            check()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=in_thread, daemon=True)
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
 
 
 async def eventually(
