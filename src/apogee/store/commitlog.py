@@ -555,6 +555,21 @@ class CommitLog:
                 self.on_committed(self.max_offset)
         return True
 
+    def truncate(self, offset: int) -> int:
+        """Drop every byte from ``offset`` on (a slave whose master lost them).
+
+        Returns how many bytes were dropped. ``offset`` must be a record
+        boundary; the topic-queue table is the caller's to rebuild.
+        """
+        with self.hold_lock():
+            self._commit_locked()
+            before = self.max_offset
+            if offset >= before:
+                return 0
+            self.queue.truncate(offset)
+            self.handoff.clear()
+        return before - offset
+
     # -- write-through -------------------------------------------------------
 
     def _pending_at(self, seg: Segment, pos: int, size: int) -> int:

@@ -44,8 +44,8 @@ from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.fileio import fsync_dir
 from apogee.errors import DiskFullError, ProtocolError, StoreError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
-from apogee.model.message_codec import decode_record
-from apogee.store import group_sync
+from apogee.model.message_codec import PHYSICAL_OFFSET_POSITION, decode_record
+from apogee.store import group_sync, replication
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -369,11 +369,65 @@ class FileMessageStore:
         return self.group_commit.request(result.end_offset)
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
-        """Raw commit-log bytes from a master (a slave's only way to write)."""
-        done = not self.closed and self.commit_log.append_data(offset, data)
+        """Raw commit-log bytes from a master (a slave's only way to write).
+
+        Returns False when ``offset`` is not where the log ends.
+
+        Raises:
+            StoreError: the store refuses writes (shut down, a failed sync,
+                a full disk: ``DiskFullError``); the reason is the message.
+        """
+        refusal = self._replica_refusal()
+        if refusal:
+            raise (DiskFullError if self.disk_full_reason else StoreError)(refusal)
+        try:
+            done = self.commit_log.append_data(offset, data)
+        except DiskFullError as exc:
+            self.mark_disk_full(str(exc))
+            raise
         if done and self._wake_dispatch is not None:
             self._wake_dispatch()
         return done
+
+    def _replica_refusal(self) -> str:
+        if self.closed:
+            return "the store is shut down"
+        if self.fault:
+            return f"{self.fault}; the store refuses writes until restart"
+        if self.disk_full_reason or self.cleaner.disk_full:
+            return f"the disk is full ({self.disk_full_reason or 'usage over the limit'})"
+        return ""
+
+    def truncate_log(self, offset: int) -> int:
+        """Drop the commit log from ``offset`` (a record boundary) and what was built
+        from it: consume-queue units, the dispatch cursor, queue offsets. For a
+        slave whose master no longer has those bytes; returns how many were dropped.
+
+        Index entries that point past ``offset`` stay in their files; a key
+        query checks that each record it reads is the one the entry meant.
+        """
+        dropped = self.commit_log.truncate(offset)
+        if not dropped:
+            return 0
+        for cq in self.queues.queues.values():
+            cq.truncate_to_commit_log(offset)
+        self.reput.reput_from = min(self.reput.reput_from, offset)
+        self.commit_log.topic_queue_table = {
+            key: cq.max_offset for key, cq in self.queues.queues.items() if cq.max_offset > 0
+        }
+        return dropped
+
+    def read_log(self, offset: int, size: int) -> memoryview | None:
+        """``size`` commit-log bytes at ``offset`` in one file, or None."""
+        return self.commit_log.read(offset, size)
+
+    def record_start(self, offset: int) -> int:
+        """Start of the commit-log record holding byte ``offset``."""
+        return replication.record_start(self.commit_log, offset)
+
+    def replication_source(self) -> replication.ReplicationSource:
+        """What a master streams to its slaves."""
+        return replication.ReplicationSource(self.commit_log)
 
     # -- steps -------------------------------------------------------------
 
@@ -458,10 +512,22 @@ class FileMessageStore:
         if self.index is None:
             return QueryMessageResult([], 0, 0)
         found = self.index.query(topic, key, max_num, begin_ts, end_ts)
-        views = [v for off in found.phy_offsets if (v := self.read_message(off)) is not None]
+        views = [v for off in found.phy_offsets if (v := self._indexed_record(off)) is not None]
         return QueryMessageResult(
             views, found.index_last_update_timestamp, found.index_last_update_phy_offset
         )
+
+    def _indexed_record(self, offset: int) -> memoryview | None:
+        """The record an index entry points at, if it is still the one it was:
+        after a slave's truncation the same offset may hold another record."""
+        view = self.read_message(offset)
+        if view is None:
+            return None
+        at = PHYSICAL_OFFSET_POSITION
+        if len(view) < at + 8 or int.from_bytes(view[at : at + 8], "big") != offset:
+            view.release()
+            return None
+        return view
 
     # -- offsets and times ---------------------------------------------------
 

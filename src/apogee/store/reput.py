@@ -94,6 +94,9 @@ class Reput:
         """The consume-queue part of :meth:`step`; ``taken`` collects the records."""
         handoff = self.commit_log.handoff
         limit = self.commit_log.readable_end  # pending write-through bytes wait
+        # A slave's log begins where its master's last file did, or retention
+        # removed what was never dispatched: carry on from the oldest byte.
+        self.reput_from = max(self.reput_from, self.commit_log.min_offset)
         cursor = self.reput_from
         done = 0
         while done < max_records:
