@@ -6,15 +6,18 @@ every rule lives in the part that owns it. Imports: ``apogee.broker.*``,
 ``apogee.store`` (the store is built by ``wiring.open_store``),
 ``apogee.remoting``, ``apogee._util``.
 
-Start: managers load ``<store>/config/*.json``; the listening socket is
-bound first, so the address written into every record is known; the store
-opens and recovers (off the loop); handlers are built (``wiring``) and
-registered; the server starts; background services (offset persistence,
-client expiry, cleaning, statistics, delayed delivery, transaction checks)
-start; the broker registers with the name servers. Before the handlers are
-built, the store is dispatched to its end and the open transactions are
+Start: managers load ``<store>/config/*.json``; the listening sockets (and
+a master's replication port) are bound first, so the addresses written into
+every record and registered are known; the store opens and recovers (off the
+loop); handlers are built (``wiring``) and registered; the server starts; a
+master opens its replication port; background services (offset
+persistence, client expiry, cleaning, statistics, delayed delivery,
+transaction checks) start; the broker registers with the name servers; a
+slave then starts replicating from the master they name. Before the handlers
+are built, the store is dispatched to its end and the open transactions are
 rebuilt from the half and op queues. Stop: no more registrations; parked
-pulls are answered; SYNC_FLUSH sends waiting for the disk are answered; the
+pulls are answered; SYNC_FLUSH and SYNC_MASTER sends still waiting are given
+a moment, then replication stops (waiters left get FLUSH_SLAVE_TIMEOUT); the
 server stops (answers in flight are flushed); delayed delivery, transaction
 checks and the other services stop; the broker unregisters; configs and
 offsets (consumer and delay) are written; the store is flushed and closed
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.ha.role import Replication, register_ha_status
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -45,13 +48,14 @@ from apogee.broker.schedule_service import (
     ScheduleMessageService,
     ScheduleSettings,
 )
-from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask
+from apogee.broker.services import ConfigFiles, DispatchDriver, PeriodicTask, listen_socket
 from apogee.broker.topics import TopicConfigManager, TopicDefaults
 from apogee.broker.transaction_book import TransactionBook
 from apogee.broker.transaction_service import TransactionCheckService, recover_book
 from apogee.broker.wiring import (
     BrokerParts,
     build_handlers,
+    build_replication,
     open_store,
     registrar_for,
     transaction_checker,
@@ -83,7 +87,7 @@ class Broker:
         self.groups = SubscriptionGroupManager(
             clock, auto_create=config.auto_create_subscription_group
         )
-        self.offsets = ConsumerOffsetManager()
+        self.offsets = ConsumerOffsetManager(track_commits=config.is_slave)
         self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
@@ -106,6 +110,7 @@ class Broker:
         self.schedule: ScheduleMessageService | None = None
         self.transactions = TransactionBook()
         self.tx_check: TransactionCheckService | None = None
+        self.replication: Replication | None = None
         self.stats: BrokerStats | None = None
         self.address = ""
         self._tasks: list[PeriodicTask] = []
@@ -125,7 +130,8 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         self._load_configs()
-        sock = _listen_socket(config.bind_address, config.listen_port)
+        sock = listen_socket(config.bind_address, config.listen_port)
+        ha_sock = None if config.is_slave else listen_socket(config.bind_address, config.ha_port)
         port = sock.getsockname()[1]
         ip = config.broker_ip()
         self.address = f"{ip}:{port}"
@@ -135,7 +141,8 @@ class Broker:
             self.topics.adopt_stored(store.topics())
             self.transactions = await asyncio.to_thread(self._recover_transactions, store)
         except BaseException:
-            sock.close()
+            for bound in filter(None, (sock, ha_sock)):
+                bound.close()
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
                 self.store = None
@@ -143,12 +150,18 @@ class Broker:
         store.start(loop_driven=True)
         self._dispatch = DispatchDriver(store.dispatch_step, completions=store.group_commit)
         store.on_pending_commit(self._dispatch.kick)
-        self._registration = self._make_registration(ip)
+        ha_port = ha_sock.getsockname()[1] if ha_sock is not None else config.ha_port
+        self._registration = self._make_registration(ip, ha_port)
         self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)
+        assert self.replication is not None
+        if ha_sock is not None:
+            await self.replication.start(ha_sock)
         self._dispatch.start()
         self._start_tasks(store)
         await self._registration.start()
+        if ha_sock is None:
+            await self.replication.start(None)
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
                  self.address)  # fmt: skip
 
@@ -178,6 +191,16 @@ class Broker:
         assert self._dispatch is not None and self._registration is not None
         kick = self._dispatch.kick
         self.stats = stats = BrokerStats(store, self.clock)
+        parts = BrokerParts(
+            self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
+            self.delay_offsets, self.permission, self.transactions,
+        )  # fmt: skip
+        self.replication = replication = build_replication(
+            self.config, store, parts, client=self.namesrv_client, registrar=self.registrar,
+            ask_master=self._registration.request, on_appended=kick, clock=self.clock,
+        )  # fmt: skip
+        self._dispatch.on_step = replication.wake
+        register_ha_status(self.table, replication)
         self.schedule = ScheduleMessageService(
             store,
             self.delay_offsets,
@@ -185,25 +208,15 @@ class Broker:
             self.clock,
             on_stored=kick,
         )
-        parts = BrokerParts(
-            self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
-            self.delay_offsets, self.permission, self.transactions,
-        )  # fmt: skip
         self.tx_check = transaction_checker(
             self.config, store, parts, self.to_clients,
             store_host=store_host, clock=self.clock, on_stored=kick,
         )  # fmt: skip
         handlers = build_handlers(
-            self.config,
-            store,
-            parts,
-            store_host=store_host,
-            stats=stats,
-            register=self._registration.register_now,
-            on_stored=kick,
-            started_ms=started_ms,
-            clock=self.clock,
-        )
+            self.config, store, parts, store_host=store_host, stats=stats,
+            register=self._registration.register_now, on_stored=kick, started_ms=started_ms,
+            clock=self.clock, replicas=getattr(replication, "transfer", None),
+        )  # fmt: skip
         handlers.register(self.table)
         self._drain_sends = handlers.send.drain
         self.server.add_close_listener(self.clients.channel_closed)
@@ -212,17 +225,11 @@ class Broker:
     def _start_tasks(self, store: FileMessageStore) -> None:
         config = self.config
         assert self.stats is not None and self.schedule is not None and self.tx_check is not None
+        offsets_s = config.flush_consumer_offset_interval_ms / 1000
+        delays_s = config.flush_delay_offset_interval_ms / 1000
         self._tasks = [
-            PeriodicTask(
-                "persist-offsets",
-                config.flush_consumer_offset_interval_ms / 1000,
-                self._persist_offsets,
-            ),
-            PeriodicTask(
-                "persist-delay-offsets",
-                config.flush_delay_offset_interval_ms / 1000,
-                self._persist_delay_offsets,
-            ),
+            PeriodicTask("persist-offsets", offsets_s, self._persist_offsets),
+            PeriodicTask("persist-delay-offsets", delays_s, self._persist_delay_offsets),
             PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
@@ -234,11 +241,13 @@ class Broker:
             self.schedule.start()
             self.tx_check.start()
 
-    def _make_registration(self, ip: str) -> RegistrationService:
+    def _make_registration(self, ip: str, ha_port: int) -> RegistrationService:
         def topics() -> TopicConfigWrapper:  # as registered: masked by the broker's permission
             return self.permission.mask(self.topics.wrapper())
 
-        self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip, topics)
+        self.registrar = registrar_for(
+            self.config, self.namesrv_client, self.address, ip, topics, ha_port=ha_port
+        )
         registration = RegistrationService(self.registrar, self.config.register_period_s)
         self.topics.add_listener(registration.request)
         return registration
@@ -260,7 +269,9 @@ class Broker:
             await self._registration.stop()
         self.holds.close()
         if self._drain_sends is not None and not await self._drain_sends(STOP_DRAIN_S):
-            log.warning("stopping with sends still waiting for the disk")
+            log.warning("stopping with sends still waiting for the disk or a slave")
+        if self.replication is not None:
+            await self.replication.stop()
         await self.server.stop()
         if self.schedule is not None:
             await self.schedule.stop()
@@ -285,17 +296,3 @@ class Broker:
         await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
         await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
         await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
-
-
-def _listen_socket(host: str, port: int) -> socket.socket:
-    """Bind before serving: the bound port goes into every stored record."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock

@@ -1,10 +1,10 @@
 """The broker's background work as small start/stop objects on the event loop.
 
-Owns: PeriodicTask (one callable every N seconds: offset persistence,
-client expiry, store cleaning), DispatchDriver (moves the store's dispatch
-cursor right after puts, coalesced, so long-polled pulls wake within a loop
-turn) and ConfigFiles (writes the managers' JSON files on a worker thread).
-Imports: asyncio, ``apogee._util.fileio``, stdlib.
+Owns: listen_socket (bound before serving), PeriodicTask (one callable
+every N seconds: offset persistence, client expiry, store cleaning),
+DispatchDriver (moves the store's dispatch cursor right after puts,
+coalesced, so long-polled pulls wake within a loop turn) and ConfigFiles
+(writes the managers' JSON files on a worker thread).
 
 Invariants: nothing here blocks the loop on the disk (file writes run in
 ``asyncio.to_thread``; one write per file at a time, newest content wins);
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
@@ -88,7 +89,8 @@ class DispatchDriver:
 
     With ``completions`` (a SYNC_FLUSH store), it also answers the waiters of
     each sync round on the loop: the sync loop's eventfd wakes it, no thread
-    hop between; the tick checks their deadlines.
+    hop between; the tick checks their deadlines. ``on_step`` is called after
+    each step that dispatched records (a master streams them to its slaves).
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class DispatchDriver:
         batch: int = 1024,
         tick_s: float = 0.2,
         completions: Completions | None = None,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
         self._step = step
+        self.on_step = on_step
         self._batch = batch
         self._scheduled = False
         self._stopped = True
@@ -131,6 +135,8 @@ class DispatchDriver:
             return
         try:
             done = self._step(self._batch)
+            if done and self.on_step is not None:
+                self.on_step()
         except Exception:
             log.exception("dispatch step failed")
             return
@@ -238,3 +244,17 @@ class ConfigFiles:
         """Wait for every background save started so far."""
         while self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """Bind before serving: the bound port goes into every stored record."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -5,8 +5,7 @@ chunks it streams (``transfer_start``, ``ReplicationSource``); the record
 boundaries of a log (``record_start``); and ``ReplicaTail``, the slave's
 state machine that checks its tail against the master's stream before it
 appends, and truncates what the master no longer has. Sockets are the
-broker's; this module only sees offsets and bytes. Imports:
-``apogee.store.commitlog``, ``apogee.model``, ``apogee.errors``, stdlib.
+broker's; this module only sees offsets and bytes.
 
 Checking the tail. A slave's log may have bytes its master lost: the
 master's tail was torn or corrupted and recovery dropped it, and the master

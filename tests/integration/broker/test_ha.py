@@ -1,0 +1,236 @@
+"""Master and slave brokers in-process, with a real name server: replication and its rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from apogee.broker.broker import Broker
+from apogee.client.broker_api import BrokerApi
+from apogee.codes import ResponseCode
+from apogee.errors import BrokerResponseError
+from apogee.model.message import Message
+from apogee.model.results import PullStatus, SendStatus
+from apogee.remoting.client import RemotingClient
+from apogee.store.config import BrokerRole
+from apogee.testing.cluster import eventually, run_broker, run_namesrv
+from apogee.testing.ha import commit_log_bytes, ha_status, master_overrides, slave_overrides
+
+FILE = 8 << 20  # the test brokers' commit-log file size
+
+
+@dataclass
+class Pair:
+    namesrv: str
+    master: Broker
+    slave: Broker
+    api: BrokerApi
+    client: RemotingClient
+
+    async def send(self, topic: str, body: bytes, queue_id: int = 0, **kw: Any) -> SendStatus:
+        msg = Message(topic, body, properties={"TAGS": "t", **kw})
+        result = await self.api.send(
+            self.master.address, "broker-a", msg, queue_id=queue_id, producer_group="pg"
+        )
+        return result.status
+
+    async def caught_up(self) -> bool:
+        assert self.master.store is not None and self.slave.store is not None
+        end = self.master.store.commit_log_max_offset()
+        return self.slave.store.commit_log_max_offset() == end
+
+
+@asynccontextmanager
+async def pair(
+    root: Path, master: dict[str, Any] | None = None, slave: dict[str, Any] | None = None
+) -> AsyncIterator[Pair]:
+    async with run_namesrv(root) as ns, RemotingClient() as client:
+        addr = f"127.0.0.1:{ns.port}"
+        async with (
+            run_broker(root / "m", addr, **(master or master_overrides())) as m,
+            run_broker(root / "s", addr, **(slave or slave_overrides())) as s,
+        ):
+            yield Pair(addr, m, s, BrokerApi(client), client)
+
+
+def same_bytes(p: Pair) -> None:
+    assert p.master.store is not None and p.slave.store is not None
+    low = p.slave.store.commit_log_min_offset()
+    high = p.slave.store.commit_log_max_offset()
+    mine = commit_log_bytes(p.slave.config.store.store_path_root_dir, low, high, FILE)
+    theirs = commit_log_bytes(p.master.config.store.store_path_root_dir, low, high, FILE)
+    assert mine == theirs
+
+
+async def test_a_slave_learns_its_master_and_copies_its_log(tmp_path: Path) -> None:
+    async with pair(tmp_path) as p:
+        for i in range(50):
+            assert (
+                await p.send("Replicated", f"m{i}".encode(), queue_id=i % 2) is SendStatus.SEND_OK
+            )
+        await eventually(p.caught_up)
+        same_bytes(p)
+        assert p.slave.registrar.ha_server_addr == f"127.0.0.1:{p.master.replication.server.port}"  # type: ignore[union-attr]
+
+        async def pulled() -> int:
+            result = await p.api.pull(p.slave.address, "cg", "Replicated", 1, 0)
+            return len(result.messages)
+
+        # the slave builds its own consume queues (and learns the topic from its master)
+        assert await eventually(pulled) == 25
+        status = await ha_status(p.client, p.master.address)
+        assert status.master and status.in_sync_slave_nums == 1
+        (link,) = status.ha_connection_info
+        assert link.slave_ack_offset == status.master_commit_log_max_offset
+        assert link.diff == 0 and link.lag_ms == 0
+        slave = await ha_status(p.client, p.slave.address)
+        assert not slave.master and slave.ha_client_runtime_info.activated
+        assert slave.ha_client_runtime_info.max_offset == status.master_commit_log_max_offset
+
+
+async def test_a_slave_refuses_sends_with_service_not_available(tmp_path: Path) -> None:
+    async with pair(tmp_path) as p:
+        msg = Message("Refused", b"x")
+        try:
+            await p.api.send(p.slave.address, "broker-a", msg, queue_id=0, producer_group="pg")
+        except BrokerResponseError as exc:
+            assert exc.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "slave" in str(exc)
+        else:
+            raise AssertionError("a slave took a send")
+        assert "Refused" not in p.slave.topics
+
+
+async def test_sync_master_answers_once_the_slave_has_the_bytes(tmp_path: Path) -> None:
+    master = master_overrides(BrokerRole.SYNC_MASTER)
+    async with pair(tmp_path, master=master) as p:
+        await eventually(lambda: _connected(p))
+        sends = [p.send("Sync", f"m{i}".encode(), queue_id=i % 4) for i in range(200)]
+        statuses = await asyncio.gather(*sends)
+        assert set(statuses) == {SendStatus.SEND_OK}
+        assert p.slave.store is not None and p.master.store is not None
+        # acknowledged means on the slave: no waiting needed here
+        assert p.slave.store.commit_log_max_offset() == p.master.store.commit_log_max_offset()
+        transfer = p.master.replication.transfer  # type: ignore[union-attr]
+        assert transfer.waiting() == 0
+        same_bytes(p)
+
+
+async def _connected(p: Pair) -> bool:
+    status = await ha_status(p.client, p.master.address)
+    return status.in_sync_slave_nums == 1
+
+
+async def test_sync_master_without_a_slave_answers_slave_not_available(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        addr = f"127.0.0.1:{ns.port}"
+        master = master_overrides(BrokerRole.SYNC_MASTER)
+        async with run_broker(tmp_path / "m", addr, **master) as m:
+            api = BrokerApi(client)
+            result = await api.send(
+                m.address, "broker-a", Message("Alone", b"x"), queue_id=0, producer_group="pg"
+            )
+            assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
+            # stored on the master all the same
+            found = await api.pull(m.address, "cg", "Alone", 0, 0)
+            assert [msg.body for msg in found.messages] == [b"x"]
+            plain = Message("Alone", b"y", properties={"WAIT": "false"})
+            result = await api.send(m.address, "broker-a", plain, queue_id=0, producer_group="pg")
+            assert result.status is SendStatus.SEND_OK  # WAIT=false does not wait for anyone
+
+
+async def test_sync_master_times_out_when_the_slave_cannot_write(tmp_path: Path) -> None:
+    master = master_overrides(BrokerRole.SYNC_MASTER, store={"sync_flush_timeout_ms": 400})
+    async with pair(tmp_path, master=master) as p:
+        await eventually(lambda: _connected(p))
+        assert await p.send("Stuck", b"first") is SendStatus.SEND_OK
+        assert p.slave.store is not None
+        p.slave.store.mark_fault("commit-log fsync failed: Input/output error")
+        assert await p.send("Stuck", b"second") is SendStatus.FLUSH_SLAVE_TIMEOUT
+
+
+async def test_the_slave_copies_topics_groups_and_offsets(tmp_path: Path) -> None:
+    async with pair(tmp_path) as p:
+        assert await p.send("Meta", b"x") is SendStatus.SEND_OK
+        await p.api.update_consumer_offset(p.master.address, "cg-meta", "Meta", 0, 1)
+
+        async def copied() -> bool:
+            return (
+                "Meta" in p.slave.topics
+                and p.slave.offsets.query("cg-meta", "Meta", 0) == 1
+                and p.slave.topics.data_version == p.master.topics.data_version
+            )
+
+        await eventually(copied)
+        answer = await p.api.query_consumer_offset(p.slave.address, "cg-meta", "Meta", 0)
+        assert answer == 1
+
+
+async def test_offsets_committed_to_the_slave_reach_the_master_when_it_returns(
+    tmp_path: Path,
+) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        addr = f"127.0.0.1:{ns.port}"
+        api = BrokerApi(client)
+        async with run_broker(tmp_path / "s", addr, **slave_overrides()) as slave:
+            async with run_broker(tmp_path / "m", addr, **master_overrides()) as master:
+                await api.update_consumer_offset(master.address, "cg", "T", 0, 5)
+                await eventually(lambda: _offset(slave, 5))
+            # the master is gone: a consumer commits to the slave
+            await api.update_consumer_offset(slave.address, "cg", "T", 0, 9)
+            async with run_broker(tmp_path / "m", addr, **master_overrides()) as master:
+
+                async def handed_back() -> bool:
+                    return await api.query_consumer_offset(master.address, "cg", "T", 0) == 9
+
+                await eventually(handed_back, timeout_s=10)
+                assert slave.offsets.query("cg", "T", 0) == 9
+
+
+async def _offset(broker: Broker, expected: int) -> bool:
+    return broker.offsets.query("cg", "T", 0) == expected
+
+
+async def test_replication_survives_restarts_of_either_side(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        addr = f"127.0.0.1:{ns.port}"
+        api = BrokerApi(client)
+
+        async def send(m: Broker, body: bytes) -> None:
+            msg = Message("Restarts", body)
+            result = await api.send(m.address, "broker-a", msg, queue_id=0, producer_group="pg")
+            assert result.status is SendStatus.SEND_OK
+
+        async with run_broker(tmp_path / "s", addr, **slave_overrides()) as slave:
+            async with run_broker(tmp_path / "m", addr, **master_overrides()) as master:
+                for i in range(20):
+                    await send(master, f"a{i}".encode())
+                await eventually(lambda: _caught_up(master, slave))
+            async with run_broker(tmp_path / "m", addr, **master_overrides()) as master:
+                for i in range(20):
+                    await send(master, f"b{i}".encode())
+                await eventually(lambda: _caught_up(master, slave), timeout_s=10)
+        async with (
+            run_broker(tmp_path / "m", addr, **master_overrides()) as master,
+            run_broker(tmp_path / "s", addr, **slave_overrides()) as slave,
+        ):
+            for i in range(20):
+                await send(master, f"c{i}".encode())
+            await eventually(lambda: _caught_up(master, slave), timeout_s=10)
+
+            async def all_sixty() -> bool:
+                got = await api.pull(slave.address, "cg", "Restarts", 0, 0, max_nums=100)
+                return got.status is PullStatus.FOUND and len(got.messages) == 32
+
+            await eventually(all_sixty)
+            assert slave.store is not None
+            assert slave.store.max_offset_in_queue("Restarts", 0) == 60
+
+
+async def _caught_up(master: Broker, slave: Broker) -> bool:
+    assert master.store is not None and slave.store is not None
+    return slave.store.commit_log_max_offset() == master.store.commit_log_max_offset()
