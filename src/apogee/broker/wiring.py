@@ -229,6 +229,7 @@ def build_handlers(
                 store,
                 store_dir=config.store.store_path_root_dir,
                 delay_offsets=p.delay_offsets.table,
+                role=config.store.broker_role.value,
             ),
             config_properties(config.with_port(store_host[1])),
             DataVersion(timestamp=started_ms),
