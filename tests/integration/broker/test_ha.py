@@ -11,8 +11,11 @@ from typing import Any
 
 from apogee.broker.broker import Broker
 from apogee.client.broker_api import BrokerApi
+from apogee.client.namesrv_api import NamesrvApi
+from apogee.client.pull_route import PullTargets
 from apogee.codes import ResponseCode
 from apogee.errors import BrokerResponseError
+from apogee.model.client import MessageQueue
 from apogee.model.message import Message
 from apogee.model.results import PullStatus, SendStatus
 from apogee.remoting.client import RemotingClient
@@ -234,3 +237,48 @@ async def test_replication_survives_restarts_of_either_side(tmp_path: Path) -> N
 async def _caught_up(master: Broker, slave: Broker) -> bool:
     assert master.store is not None and slave.store is not None
     return slave.store.commit_log_max_offset() == master.store.commit_log_max_offset()
+
+
+async def test_cold_reads_go_to_the_slave_and_consumers_follow_the_suggestion(
+    tmp_path: Path,
+) -> None:
+    # accessMessageInMemoryMaxRatio 0 on the master: every read counts as cold
+    master = master_overrides(
+        slave_read_enable=True, store={"access_message_in_memory_max_ratio_percent": 0}
+    )
+    async with pair(tmp_path, master=master) as p:
+        for i in range(40):
+            assert await p.send("Cold", f"m{i}".encode()) is SendStatus.SEND_OK
+        await eventually(p.caught_up)
+        await eventually(lambda: _has_topic(p.slave, "Cold"))
+        route = await NamesrvApi(p.client, [p.namesrv]).get_route("Cold")
+        (broker,) = route.broker_datas
+        mq = MessageQueue("Cold", "broker-a", 0)
+        targets = PullTargets()
+        seen: list[bytes] = []
+        hops: list[tuple[int, int]] = []  # (broker id pulled from, suggested next)
+        offset = 0
+        while len(seen) < 40:
+            target, result = await targets.pull(p.api, broker, "cg", mq, offset, max_nums=8)
+            hops.append((target.broker_id, result.suggest_which_broker_id))
+            seen += [m.body for m in result.messages]
+            offset = result.next_begin_offset
+        assert seen == [f"m{i}".encode() for i in range(40)]
+        assert hops[0] == (0, 1)  # the master sends the cold reader to its slave
+        assert (1, 0) in hops  # the slave serves it (and suggests the master again)
+
+        # the master is gone: the route lists only the slave, and reading goes on there
+        await p.master.stop()
+
+        async def master_dropped() -> bool:
+            r = await NamesrvApi(p.client, [p.namesrv]).get_route("Cold")
+            return 0 not in r.broker_datas[0].broker_addrs
+
+        await eventually(master_dropped)
+        gone = (await NamesrvApi(p.client, [p.namesrv]).get_route("Cold")).broker_datas[0]
+        target, result = await targets.pull(p.api, gone, "cg", mq, 32, max_nums=32)
+        assert target.is_slave and [m.body for m in result.messages] == seen[32:]
+
+
+async def _has_topic(broker: Broker, topic: str) -> bool:
+    return topic in broker.topics
