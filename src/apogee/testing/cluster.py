@@ -203,6 +203,7 @@ class BrokerProcess(_Process):
         log_dir: Path | None = None,
     ) -> None:
         store_dir.mkdir(parents=True, exist_ok=True)
+        self.store_dir = store_dir
         port = port or free_port()
         log_dir = log_dir or store_dir.parent
         conf = log_dir / f"{store_dir.name}.conf"

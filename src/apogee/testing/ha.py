@@ -1,9 +1,9 @@
 """Helpers for replication tests: master/slave broker settings and commit-log comparison.
 
-Owns: the broker overrides and broker.conf properties of a test slave (short
-heartbeats and metadata rounds), reading a commit-log byte range straight
-from a store directory's files, and asking a running broker for its HA
-status.
+Owns: the broker overrides and broker.conf properties of test masters and
+slaves (short heartbeats and metadata rounds), such brokers as ``apogee``
+processes, reading a commit-log byte range straight from a store directory's
+files, and asking a running broker for its HA status.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from apogee.codes import RequestCode, ResponseCode
+from apogee.model.message import MessageExt
+from apogee.model.message_codec import RecordKind, check_record, decode_record
 from apogee.model.stats import HARuntimeInfo
 from apogee.protocol.admin_bodies import decode_ha_runtime_info
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.store.config import BrokerRole
 from apogee.store.segment import segment_name
+from apogee.testing.cluster import SMALL_STORE_PROPERTIES, BrokerProcess, free_port
 
 #: Replication timers for tests: a report or heartbeat every 200 ms, a round
 #: of metadata copying every 300 ms.
@@ -44,6 +47,38 @@ def master_overrides(role: BrokerRole = BrokerRole.ASYNC_MASTER, **more: Any) ->
     return {"store": store, **FAST_HA, **more}
 
 
+def master_process(
+    root: Path,
+    namesrv: str,
+    *,
+    role: str = "SYNC_MASTER",
+    name: str = "broker-a",
+    properties: dict[str, str] | None = None,
+) -> BrokerProcess:
+    """``apogee broker`` as the master of ``name`` (its HA port a free one)."""
+    props = {"brokerName": name, "brokerRole": role, "haListenPort": str(free_port()),
+             **FAST_HA_PROPERTIES, **(properties or {})}  # fmt: skip
+    return BrokerProcess(root / f"{name}-m", namesrv, properties=props)
+
+
+def slave_process(
+    root: Path,
+    namesrv: str,
+    *,
+    name: str = "broker-a",
+    broker_id: int = 1,
+    properties: dict[str, str] | None = None,
+) -> BrokerProcess:
+    """``apogee broker`` as a slave of ``name`` that serves reads."""
+    props = {"brokerName": name, "brokerRole": "SLAVE", "brokerId": str(broker_id),
+             "slaveReadEnable": "true", **FAST_HA_PROPERTIES, **(properties or {})}  # fmt: skip
+    return BrokerProcess(root / f"{name}-s{broker_id}", namesrv, properties=props)
+
+
+#: Commit-log file size of the brokers ``master_process`` and ``slave_process`` start.
+PROCESS_FILE_SIZE = int(SMALL_STORE_PROPERTIES["mappedFileSizeCommitLog"])
+
+
 def commit_log_bytes(store_dir: Path, begin: int, end: int, file_size: int) -> bytes:
     """Bytes ``[begin, end)`` of the commit log under ``store_dir``, read from its files."""
     out = bytearray()
@@ -59,6 +94,23 @@ def commit_log_bytes(store_dir: Path, begin: int, end: int, file_size: int) -> b
         out += chunk
         pos += n
     return bytes(out)
+
+
+def records_in(store_dir: Path, end: int, file_size: int) -> list[MessageExt]:
+    """Every message record of the commit log under ``store_dir`` before ``end``."""
+    out: list[MessageExt] = []
+    start = 0
+    while start < end:
+        data = commit_log_bytes(store_dir, start, min(start + file_size, end), file_size)
+        pos = 0
+        while pos < len(data):
+            checked = check_record(data, pos, len(data), check_crc=True)
+            if checked.kind is not RecordKind.MESSAGE:
+                break  # the blank end of a file
+            out.append(decode_record(data, pos))
+            pos += checked.size
+        start += file_size
+    return out
 
 
 async def ha_status(client: RemotingClient, addr: str) -> HARuntimeInfo:

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from apogee.broker.ha.transfer import GroupTransfer
 from apogee.errors import ProtocolError
@@ -77,7 +78,8 @@ class SlaveLink(asyncio.Protocol):
     # -- asyncio ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports implement the interface without subclassing it.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         sock = transport.get_extra_info("socket")

@@ -27,6 +27,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from apogee.errors import ProtocolError, StoreError
 from apogee.protocol.ha import TransferReader, encode_report
@@ -65,7 +66,8 @@ class _MasterLink(asyncio.BufferedProtocol):
         self.retry_at_once = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports implement the interface without subclassing it.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -199,7 +201,8 @@ class HAClient:
         try:
             while not link.closed.done():
                 await asyncio.wait({link.closed}, timeout=self._tick_s())
-                self._housekeep(link)
+                if not self._housekeep(link):
+                    break
         finally:
             self._link = None
             transport.close()
@@ -208,13 +211,15 @@ class HAClient:
     def _tick_s(self) -> float:
         return max(0.05, min(1.0, self.settings.heartbeat_s / 2))
 
-    def _housekeep(self, link: _MasterLink) -> None:
+    def _housekeep(self, link: _MasterLink) -> bool:
+        """Report when due; False when the master has been silent too long."""
         now = time.monotonic()
         if now - self.last_read > self.settings.housekeeping_s:
             log.warning("master %s silent for %.1fs; closing", self.master, now - self.last_read)
-            link.close()
-        elif now - self.last_write > self.settings.heartbeat_s:
+            return False
+        if now - self.last_write > self.settings.heartbeat_s:
             link.report(self.tail.position)
+        return True
 
     def info(self, now_ms: int) -> ClientInfo:
         mono = time.monotonic()
