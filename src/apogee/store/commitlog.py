@@ -551,6 +551,8 @@ class CommitLog:
                     seg.view[seg.wrote : seg.wrote + n] = view[done : done + n]
                 seg.wrote += n
                 done += n
+                if seg.wrote > seg.prefaulted - self._low_water and self.on_prefault_due:
+                    self.on_prefault_due()
             if self.write_through and self.on_committed is not None:
                 self.on_committed(self.max_offset)
         return True

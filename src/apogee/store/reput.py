@@ -20,7 +20,13 @@ from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK
 from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.commitlog import CommitLog
 from apogee.store.consume_queue import ConsumeQueueTable
-from apogee.store.dispatch import DispatchEntry, Dispatcher, DispatchRequest, entry_from_meta
+from apogee.store.dispatch import (
+    DispatchEntry,
+    Dispatcher,
+    DispatchRequest,
+    entry_from_meta,
+    parse_run,
+)
 from apogee.store.interface import ArrivalListener
 
 _TX_MASK = 0xC
@@ -60,6 +66,7 @@ class Reput:
         self._sinks = [_sink(d) for d in self.dispatchers]
         self.arrival = arrival
         self.reput_from = 0
+        self._delays = commit_log.config.delay_levels_ms
         #: store time of the newest dispatched record (the checkpoint's logics time)
         self.last_store_timestamp = 0
         self.dispatched_count = 0
@@ -120,14 +127,32 @@ class Reput:
                 if self.reput_from + handoff[0][3] > limit:
                     break  # not in the file yet
                 continue
-            parsed = self._parse_next(limit)
-            if parsed is None:
+            parsed = self._parse_records(limit, max_records - done)
+            if not parsed:
                 break
-            taken.append(parsed)
-            self._queue(taken, len(taken) - 1)
-            self.reput_from = cursor = parsed[2] + parsed[3]
-            done += 1
+            mark = len(taken)
+            taken += parsed
+            self._queue(taken, mark)
+            last = parsed[-1]
+            self.reput_from = cursor = last[2] + last[3]
+            done += len(parsed)
         return done
+
+    def _parse_records(self, limit: int, count: int) -> list[DispatchEntry]:
+        """Up to ``count`` records read from the log at the cursor: a run of the usual
+        ones at once (``parse_run``), else the one there (``_parse_next``)."""
+        seg = self.commit_log.queue.locate(self.reput_from)
+        if seg is not None:
+            pos = self.reput_from - seg.start
+            handoff = self.commit_log.handoff
+            # records appended by this process come from the hand-off
+            run_end = min(limit, handoff[0][2]) if handoff else limit
+            end = min(seg.wrote, run_end - seg.start)
+            run, _ = parse_run(seg.view, pos, end, seg.start, count, self._delays)
+            if run:
+                return run
+        parsed = self._parse_next(limit)
+        return [] if parsed is None else [parsed]
 
     def _parse_next(self, limit: int) -> DispatchEntry | None:
         """Read the record at the cursor from the log, skipping a blank end record."""
