@@ -20,7 +20,7 @@ from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.store.config import BrokerRole
 from apogee.store.segment import segment_name
-from apogee.testing.cluster import SMALL_STORE_PROPERTIES, BrokerProcess, free_port
+from apogee.testing.cluster import SMALL_STORE_PROPERTIES, BrokerProcess
 
 #: Replication timers for tests: a report or heartbeat every 200 ms, a round
 #: of metadata copying every 300 ms.
@@ -55,9 +55,8 @@ def master_process(
     name: str = "broker-a",
     properties: dict[str, str] | None = None,
 ) -> BrokerProcess:
-    """``apogee broker`` as the master of ``name`` (its HA port a free one)."""
-    props = {"brokerName": name, "brokerRole": role, "haListenPort": str(free_port()),
-             **FAST_HA_PROPERTIES, **(properties or {})}  # fmt: skip
+    """``apogee broker`` as the master of ``name``."""
+    props = {"brokerName": name, "brokerRole": role, **FAST_HA_PROPERTIES, **(properties or {})}
     return BrokerProcess(root / f"{name}-m", namesrv, properties=props)
 
 
