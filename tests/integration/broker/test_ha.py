@@ -19,7 +19,7 @@ from apogee.model.client import MessageQueue
 from apogee.model.message import Message
 from apogee.model.results import PullStatus, SendStatus
 from apogee.remoting.client import RemotingClient
-from apogee.store.config import BrokerRole
+from apogee.store.config import BrokerRole, FlushDiskType
 from apogee.testing.cluster import eventually, run_broker, run_namesrv
 from apogee.testing.ha import commit_log_bytes, ha_status, master_overrides, slave_overrides
 
@@ -282,3 +282,31 @@ async def test_cold_reads_go_to_the_slave_and_consumers_follow_the_suggestion(
 
 async def _has_topic(broker: Broker, topic: str) -> bool:
     return topic in broker.topics
+
+
+async def test_a_slave_without_slave_read_enable_sends_readers_to_its_master(
+    tmp_path: Path,
+) -> None:
+    async with pair(tmp_path, slave=slave_overrides(slave_read_enable=False)) as p:
+        assert await p.send("NoRead", b"x") is SendStatus.SEND_OK
+        await eventually(p.caught_up)
+        result = await p.api.pull(p.slave.address, "cg", "NoRead", 0, 0)
+        assert result.status is PullStatus.NO_MATCHED_MSG  # PULL_RETRY_IMMEDIATELY
+        assert (result.suggest_which_broker_id, result.next_begin_offset) == (0, 0)
+        assert not result.messages
+
+
+async def test_sync_flush_and_sync_master_answer_once_both_hold(tmp_path: Path) -> None:
+    both = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
+    master = master_overrides(BrokerRole.SYNC_MASTER, store=both)
+    async with pair(tmp_path, master=master, slave=slave_overrides(store=both)) as p:
+        await eventually(lambda: _connected(p))
+        statuses = await asyncio.gather(
+            *(p.send("Both", f"m{i}".encode(), queue_id=i % 4) for i in range(100))
+        )
+        assert set(statuses) == {SendStatus.SEND_OK}
+        assert p.master.store is not None and p.slave.store is not None
+        end = p.master.store.commit_log_max_offset()
+        assert p.master.store.commit_log.queue.flushed_offset == end  # on the master's disk
+        assert p.slave.store.commit_log_max_offset() == end  # and on the slave
+        same_bytes(p)
