@@ -108,6 +108,10 @@ class SlaveLink(asyncio.Protocol):
                 log.warning("slave %s asks for offset %d, past this master's end %d",
                             self.peer, offset, self.cursor.next)  # fmt: skip
                 self._heartbeat()
+            elif offset and offset < self._server.source.min_offset:
+                log.error("slave %s asks for offset %d, before this master's oldest byte %d: "
+                          "it cannot catch up (give it an empty store)", self.peer, offset,
+                          self._server.source.min_offset)  # fmt: skip
             self.pump()
         self._server.acked(offset)
 
@@ -281,7 +285,7 @@ class HAServer:
             else:
                 growth.append((now, end))
         for link in self.links:
-            link.wake()
+            link.pump()  # at once: a SYNC_MASTER send waits for these bytes
 
     def lag_ms(self, ack: int) -> int:
         """How long the oldest byte past ``ack`` has waited (0 when there is none)."""

@@ -61,6 +61,7 @@ class SlaveSync:
         self._timeout_s = timeout_s
         self.rounds = 0
         self.handed_back = 0
+        self._failing = False
 
     async def sync_all(self) -> bool:
         """One round; False when the master could not be asked everything."""
@@ -73,14 +74,21 @@ class SlaveSync:
                 log.info("topic configs copied from the master %s", addr)
             await self._sync_offsets(addr)
             delays = await self._get(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+            before = dict(self._delay_offsets.table)
             self._delay_offsets.load(delays)
-            self._delay_offsets.dirty = True
+            self._delay_offsets.dirty = self._delay_offsets.table != before
             groups = await self._get(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
             if self._groups.adopt(decode_subscription_group_wrapper(groups)):
                 log.info("subscription groups copied from the master %s", addr)
         except (ApogeeError, ProtocolError) as exc:
-            log.warning("copying metadata from the master %s failed: %s", addr, exc)
+            # Once per outage, not every round while the master is away.
+            level = logging.WARNING if not self._failing else logging.DEBUG
+            log.log(level, "copying metadata from the master %s failed: %s", addr, exc)
+            self._failing = True
             return False
+        if self._failing:
+            log.info("copying metadata from the master %s again", addr)
+            self._failing = False
         self.rounds += 1
         return True
 
