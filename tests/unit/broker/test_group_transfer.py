@@ -83,3 +83,15 @@ def test_flush_and_replication_join_into_one_answer_per_pair() -> None:
     done: Future[PutStatus] = Future()
     done.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
     assert t.join(done, late).result() is PutStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def test_under_async_flush_sends_wait_on_the_replication_generation_itself() -> None:
+    clock = Clock()
+    t = _transfer(clock)
+    flushed: Future[PutStatus] = Future()
+    flushed.set_result(PutStatus.PUT_OK)  # ASYNC_FLUSH: each send has such a future
+    other: Future[PutStatus] = Future()
+    other.set_result(PutStatus.PUT_OK)
+    replicated = t.request(100)
+    # one future for every send of the generation, so they are answered together
+    assert t.join(flushed, replicated) is replicated is t.join(other, t.request(50))

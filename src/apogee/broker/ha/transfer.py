@@ -123,8 +123,11 @@ class GroupTransfer:
 
     def join(self, flushed: Future[PutStatus], replicated: Future[PutStatus]) -> Future[PutStatus]:
         """One future for a send that waits for its flush and its replication."""
-        if flushed.done() and replicated.done():
-            return _completed(_combined(flushed.result(), replicated.result()))
+        if flushed.done():
+            if flushed.result() is PutStatus.PUT_OK:
+                return replicated  # ASYNC_FLUSH: waiters stay grouped by generation
+            if replicated.done():
+                return _completed(_combined(flushed.result(), replicated.result()))
         key = (flushed, replicated)
         joined = self._joined.get(key)
         if joined is None:
