@@ -423,7 +423,10 @@ class FileMessageStore:
 
     def record_start(self, offset: int) -> int:
         """Start of the commit-log record holding byte ``offset``."""
-        return replication.record_start(self.commit_log, offset)
+        hint = self.reput.last_record_start
+        if hint >= self.reput.reput_from:  # dropped by a truncation since
+            hint = -1
+        return replication.record_start(self.commit_log, offset, hint)
 
     def replication_source(self) -> replication.ReplicationSource:
         """What a master streams to its slaves."""

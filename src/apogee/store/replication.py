@@ -125,12 +125,14 @@ class TransferCursor:
 # -- record boundaries -----------------------------------------------------------------
 
 
-def record_start(commit_log: CommitLog, offset: int) -> int:
+def record_start(commit_log: CommitLog, offset: int, hint: int = -1) -> int:
     """Start of the record that holds byte ``offset`` of the log.
 
-    Walks the record sizes from the start of the file. A blank end record
-    counts as one record reaching the end of its file; bytes that are no
-    whole record (a torn tail) count as one record from where they begin.
+    Walks the record sizes from the start of the file, or from ``hint``, a
+    known record start at or before ``offset`` in the same file (the
+    dispatcher's last record). A blank end record counts as one record
+    reaching the end of its file; bytes that are no whole record (a torn
+    tail) count as one record from where they begin.
 
     Raises:
         ValueError: ``offset`` is not in the log.
@@ -141,7 +143,7 @@ def record_start(commit_log: CommitLog, offset: int) -> int:
         raise ValueError(f"offset {offset} is not in the log")
     view = seg.view
     target = offset - seg.start
-    pos = 0
+    pos = hint - seg.start if seg.start <= hint <= offset else 0
     limit = seg.wrote
     unpack = _SIZE_MAGIC.unpack_from
     while pos + 8 <= limit:

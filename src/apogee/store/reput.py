@@ -66,6 +66,8 @@ class Reput:
         self._sinks = [_sink(d) for d in self.dispatchers]
         self.arrival = arrival
         self.reput_from = 0
+        #: commit-log offset of the last record dispatched (a known record start)
+        self.last_record_start = -1
         self._delays = commit_log.config.delay_levels_ms
         #: store time of the newest dispatched record (the checkpoint's logics time)
         self.last_store_timestamp = 0
@@ -92,6 +94,7 @@ class Reput:
             if taken and taken[-1][2] >= self.reput_from:
                 taken = [entry for entry in taken if entry[2] < self.reput_from]
             if taken:
+                self.last_record_start = taken[-1][2]
                 self.last_store_timestamp = taken[-1][5]
                 self.dispatched_count += len(taken)
                 for sink in self._sinks:

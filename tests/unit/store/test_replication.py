@@ -146,6 +146,7 @@ def test_record_starts_follow_the_records(tmp_path: Path) -> None:
         assert record_start(master.commit_log, a) == a
         if b - a > 1 and b // FILE == a // FILE:
             assert record_start(master.commit_log, b - 1) == a
+            assert record_start(master.commit_log, b - 1, hint=a) == a  # walked from a
     last_file_blank = FILE - 10  # inside the blank end record of the first file
     first_file_last = max(s for s in starts if s < FILE)
     assert record_start(master.commit_log, last_file_blank) > first_file_last
