@@ -20,6 +20,7 @@ from apogee.model.message import Message
 from apogee.model.results import PullStatus, SendStatus
 from apogee.remoting.client import RemotingClient
 from apogee.store.config import BrokerRole, FlushDiskType
+from apogee.store.file_store import FileMessageStore
 from apogee.testing.cluster import eventually, run_broker, run_namesrv
 from apogee.testing.ha import commit_log_bytes, ha_status, master_overrides, slave_overrides
 
@@ -310,3 +311,42 @@ async def test_sync_flush_and_sync_master_answer_once_both_hold(tmp_path: Path) 
         assert p.master.store.commit_log.queue.flushed_offset == end  # on the master's disk
         assert p.slave.store.commit_log_max_offset() == end  # and on the slave
         same_bytes(p)
+
+
+async def test_sync_master_acks_nothing_a_slave_ahead_of_it_holds(tmp_path: Path) -> None:
+    """The master lost its tail; its slave still has it. A send is answered only when
+    the slave has dropped those bytes and holds the master's own."""
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        addr = f"127.0.0.1:{ns.port}"
+        api = BrokerApi(client)
+        master = master_overrides(BrokerRole.SYNC_MASTER)
+
+        async def send(m: Broker, body: bytes) -> SendStatus:
+            msg = Message("Ahead", body)
+            got = await api.send(m.address, "broker-a", msg, queue_id=0, producer_group="pg")
+            return got.status
+
+        async with run_broker(tmp_path / "s", addr, **slave_overrides()) as slave:
+            async with run_broker(tmp_path / "m", addr, **master) as m:
+                await eventually(lambda: _slaves(client, m, 1))
+                for i in range(30):
+                    assert await send(m, f"a{i}".encode()) is SendStatus.SEND_OK
+                assert m.store is not None
+                cut = m.store.queue_unit("Ahead", 0, 25)
+                assert cut is not None
+            with FileMessageStore.open(m.config.store) as store:  # the master lost 5 records
+                assert store.truncate_log(cut[0]) > 0
+            async with run_broker(tmp_path / "m", addr, **master) as m:
+                await eventually(lambda: _slaves(client, m, 1), timeout_s=10)
+                for i in range(10):
+                    assert await send(m, f"b{i}".encode()) is SendStatus.SEND_OK
+                    assert m.store is not None and slave.store is not None
+                    end = m.store.commit_log_max_offset()
+                    assert slave.store.commit_log_max_offset() >= end
+                    mine = commit_log_bytes(slave.config.store.store_path_root_dir, 0, end, FILE)
+                    theirs = commit_log_bytes(m.config.store.store_path_root_dir, 0, end, FILE)
+                    assert mine == theirs
+
+
+async def _slaves(client: RemotingClient, m: Broker, n: int) -> bool:
+    return (await ha_status(client, m.address)).in_sync_slave_nums == n

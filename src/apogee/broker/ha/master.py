@@ -99,7 +99,6 @@ class SlaveLink(asyncio.Protocol):
             return
         if offset is None:
             return
-        self.ack = offset
         if self.cursor is None:
             self.cursor = self._server.cursor_for(offset)
             log.info("slave %s asks for offset %d; streaming from %d", self.peer, offset,
@@ -113,7 +112,10 @@ class SlaveLink(asyncio.Protocol):
                           "it cannot catch up (give it an empty store)", self.peer, offset,
                           self._server.source.min_offset)  # fmt: skip
             self.pump()
-        self._server.acked(offset)
+        # An ack counts only for bytes this link sent: a slave ahead of this
+        # master (it has bytes the master lost) must not answer anyone's send.
+        self.ack = min(offset, self.cursor.next)
+        self._server.acked(self.ack)
 
     def pause_writing(self) -> None:
         self._paused = True
