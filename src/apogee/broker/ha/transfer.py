@@ -62,6 +62,7 @@ class GroupTransfer:
         #: highest offset any slave acknowledged, and how many slaves are connected
         self.acked = 0
         self.slaves = 0
+        self.generations = 0  # made so far (each answered as one)
 
     def slave_ok(self, end_offset: int) -> bool:
         return self.slaves > 0 and end_offset - self.acked < self._max_gap
@@ -75,6 +76,7 @@ class GroupTransfer:
         gen = self._current
         if gen is None:
             gen = self._current = _Generation(self._now() + self._timeout_s)
+            self.generations += 1
         if end_offset > gen.max_end:  # noqa: PLR1730 - no max() call per request
             gen.max_end = end_offset
         return gen.future
