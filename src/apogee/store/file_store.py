@@ -26,6 +26,10 @@ reason in the remark) while
 * a sync failed (SYNC_FLUSH's sync loop or ASYNC_FLUSH's flush): until
   restart, since after a failed fsync the kernel may have dropped the
   pages and nothing written since can be vouched for.
+
+A slave takes no puts; the bytes its master streams (``append_data``) are
+refused in the same cases, with a StoreError, and it may drop a tail its
+master no longer has (``truncate_log``; see ``apogee.store.replication``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.fileio import fsync_dir
 from apogee.errors import DiskFullError, ProtocolError, StoreError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
-from apogee.model.message_codec import PHYSICAL_OFFSET_POSITION, decode_record
+from apogee.model.message_codec import decode_record
 from apogee.store import group_sync, replication
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.commitlog import CommitLog
@@ -313,10 +317,11 @@ class FileMessageStore:
 
     # -- writes ------------------------------------------------------------
 
-    def _unwritable(self) -> str:
+    def _unwritable(self, *, replica: bool = False) -> str:
+        """Why writes are refused ("" when they are not); ``replica``: a master's bytes."""
         if self.closed:
             return "the store is shut down"
-        if self.config.broker_role is BrokerRole.SLAVE:
+        if self.config.broker_role is BrokerRole.SLAVE and not replica:
             return "the store is a slave"
         if self.fault:
             return f"{self.fault}; the store refuses writes until restart"
@@ -377,7 +382,7 @@ class FileMessageStore:
             StoreError: the store refuses writes (shut down, a failed sync,
                 a full disk: ``DiskFullError``); the reason is the message.
         """
-        refusal = self._replica_refusal()
+        refusal = self._unwritable(replica=True)
         if refusal:
             raise (DiskFullError if self.disk_full_reason else StoreError)(refusal)
         try:
@@ -389,33 +394,10 @@ class FileMessageStore:
             self._wake_dispatch()
         return done
 
-    def _replica_refusal(self) -> str:
-        if self.closed:
-            return "the store is shut down"
-        if self.fault:
-            return f"{self.fault}; the store refuses writes until restart"
-        if self.disk_full_reason or self.cleaner.disk_full:
-            return f"the disk is full ({self.disk_full_reason or 'usage over the limit'})"
-        return ""
-
     def truncate_log(self, offset: int) -> int:
-        """Drop the commit log from ``offset`` (a record boundary) and what was built
-        from it: consume-queue units, the dispatch cursor, queue offsets. For a
-        slave whose master no longer has those bytes; returns how many were dropped.
-
-        Index entries that point past ``offset`` stay in their files; a key
-        query checks that each record it reads is the one the entry meant.
-        """
-        dropped = self.commit_log.truncate(offset)
-        if not dropped:
-            return 0
-        for cq in self.queues.queues.values():
-            cq.truncate_to_commit_log(offset)
-        self.reput.reput_from = min(self.reput.reput_from, offset)
-        self.commit_log.topic_queue_table = {
-            key: cq.max_offset for key, cq in self.queues.queues.items() if cq.max_offset > 0
-        }
-        return dropped
+        """Drop the log from ``offset`` on, and what was built from it (a slave whose
+        master lost those bytes; ``replication.truncate``); the bytes dropped."""
+        return replication.truncate(self.commit_log, self.queues, self.reput, offset)
 
     def read_log(self, offset: int, size: int) -> memoryview | None:
         """``size`` commit-log bytes at ``offset`` in one file, or None."""
@@ -521,16 +503,9 @@ class FileMessageStore:
         )
 
     def _indexed_record(self, offset: int) -> memoryview | None:
-        """The record an index entry points at, if it is still the one it was:
-        after a slave's truncation the same offset may hold another record."""
+        """The record an index entry points at, if still the one it was (see truncate)."""
         view = self.read_message(offset)
-        if view is None:
-            return None
-        at = PHYSICAL_OFFSET_POSITION
-        if len(view) < at + 8 or int.from_bytes(view[at : at + 8], "big") != offset:
-            view.release()
-            return None
-        return view
+        return replication.claims_offset(view, offset)
 
     # -- offsets and times ---------------------------------------------------
 

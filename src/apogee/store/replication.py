@@ -2,7 +2,8 @@
 
 Owns: where a master starts streaming for a slave's first report and the
 chunks it streams (``transfer_start``, ``ReplicationSource``); the record
-boundaries of a log (``record_start``); and ``ReplicaTail``, the slave's
+boundaries of a log (``record_start``); truncating a slave's store
+(``truncate``); and ``ReplicaTail``, the slave's
 state machine that checks its tail against the master's stream before it
 appends, and truncates what the master no longer has. Sockets are the
 broker's; this module only sees offsets and bytes.
@@ -47,8 +48,11 @@ from apogee.model.message_codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    PHYSICAL_OFFSET_POSITION,
 )
 from apogee.store.commitlog import CommitLog
+from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.reput import Reput
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +158,42 @@ def record_start(commit_log: CommitLog, offset: int, hint: int = -1) -> int:
             return seg.start + pos
         pos += size
     return seg.start + pos
+
+
+# -- truncation ----------------------------------------------------------------------
+
+
+def truncate(commit_log: CommitLog, queues: ConsumeQueueTable, reput: Reput, offset: int) -> int:
+    """Drop the commit log from ``offset`` (a record boundary) and what was built from
+    it: consume-queue units, the dispatch cursor, the next queue offsets. Returns
+    how many bytes were dropped.
+
+    Index entries that point past ``offset`` stay in their files; a key query
+    keeps only records that claim the offset their entry names
+    (``claims_offset``), since after a truncation the same offset may hold
+    another record.
+    """
+    dropped = commit_log.truncate(offset)
+    if not dropped:
+        return 0
+    for cq in queues.queues.values():
+        cq.truncate_to_commit_log(offset)
+    reput.reput_from = min(reput.reput_from, offset)
+    commit_log.topic_queue_table = {
+        key: cq.max_offset for key, cq in queues.queues.items() if cq.max_offset > 0
+    }
+    return dropped
+
+
+def claims_offset(view: memoryview | None, offset: int) -> memoryview | None:
+    """``view`` when the record in it says it is at ``offset``, else None (released)."""
+    if view is None:
+        return None
+    at = PHYSICAL_OFFSET_POSITION
+    if len(view) < at + 8 or int.from_bytes(view[at : at + 8], "big") != offset:
+        view.release()
+        return None
+    return view
 
 
 # -- slave ---------------------------------------------------------------------------
