@@ -73,7 +73,13 @@ class _MasterLink(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client.last_read = time.monotonic()
-        self.report(self._client.tail.start())
+        try:
+            first = self._client.tail.start()
+        except (ValueError, StoreError) as exc:  # a log it cannot read its own tail of
+            log.error("replication: cannot tell where this log ends: %s", exc)
+            transport.close()
+            return
+        self.report(first)
 
     def report(self, offset: int) -> None:
         if self._transport is not None and not self._transport.is_closing():
