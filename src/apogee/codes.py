@@ -137,6 +137,7 @@ class RequestCode(IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     BROKER_HEARTBEAT = 904
+    GET_BROKER_HA_STATUS = 907
 
 
 class ResponseCode(IntEnum):

@@ -101,8 +101,14 @@ def _convert(key: str, raw: str, annotation: Any) -> Any:
     raise ConfigError(f"config key {key!r} cannot be set from a file")
 
 
-def bind(base: T, props: Mapping[str, str]) -> tuple[T, set[str]]:
-    """Return ``base`` with the keys it owns applied, and the keys it used."""
+def bind(
+    base: T, props: Mapping[str, str], extra: Mapping[str, Any] | None = None
+) -> tuple[T, set[str]]:
+    """Return ``base`` with the keys it owns applied, and the keys it used.
+
+    ``extra`` field values are applied in the same step, so the config is
+    checked once, with everything in place.
+    """
     cls = type(base)
     hints = typing.get_type_hints(cls)
     keys = field_keys(cls)
@@ -114,6 +120,7 @@ def bind(base: T, props: Mapping[str, str]) -> tuple[T, set[str]]:
             continue
         changes[name] = _convert(key, raw, hints[name])
         used.add(key)
+    changes.update(extra or {})
     return dataclasses.replace(base, **changes), used  # type: ignore[type-var]
 
 

@@ -1,7 +1,7 @@
 """Cluster-wide administration, the way mqadmin spans name servers and brokers.
 
 Owns: AdminClient and the small report values it returns (BrokerSummary,
-TopicDeletion, QueueMessages). Imports: asyncio, ``apogee.client``,
+HAGroup, TopicDeletion, QueueMessages). Imports: asyncio, ``apogee.client``,
 ``apogee.errors``, ``apogee.model``, ``apogee.protocol``, ``apogee.remoting``.
 
 Each operation starts from the name servers (routes, cluster info) and then
@@ -46,7 +46,7 @@ from apogee.model.route import (
     readable,
     writeable,
 )
-from apogee.model.stats import ConsumeStats, TopicStatsTable
+from apogee.model.stats import ConsumeStats, HARuntimeInfo, TopicStatsTable
 from apogee.model.topic import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -75,6 +75,29 @@ class BrokerSummary:
     addr: str
     runtime: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # why the runtime info could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class HANode:
+    """One broker process and its replication status (None when it could not be read)."""
+
+    broker_id: int
+    addr: str
+    status: HARuntimeInfo | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HAGroup:
+    """A broker name's master and slaves (haStatus)."""
+
+    cluster: str
+    broker_name: str
+    nodes: list[HANode]
+
+    @property
+    def master(self) -> HANode | None:
+        return next((n for n in self.nodes if n.broker_id == MASTER_ID), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +237,49 @@ class AdminClient:
                 raise answer
             else:
                 out.append(BrokerSummary(cluster, broker.broker_name, bid, addr, answer))
+        return out
+
+    async def ha_status(
+        self, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[HAGroup]:
+        """Replication status of every master and slave (of ``cluster``; or of the
+        one broker at ``broker_addr``), grouped by broker name."""
+        info = await self.namesrv.get_cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise ClientError(f"cluster {cluster} does not exist (known clusters: {known})")
+        groups: list[tuple[str, str, list[tuple[int, str]]]] = []
+        for name_cluster in sorted(info.cluster_addr_table):
+            if cluster is not None and name_cluster != cluster:
+                continue
+            for name in sorted(info.cluster_addr_table[name_cluster]):
+                broker = info.broker_addr_table.get(name)
+                if broker is None:
+                    continue
+                nodes = sorted(broker.broker_addrs.items())
+                if broker_addr is not None:
+                    nodes = [(bid, addr) for bid, addr in nodes if addr == broker_addr]
+                if nodes:
+                    groups.append((name_cluster, name, nodes))
+        if broker_addr is not None and not groups:
+            groups.append(("", "", [(-1, broker_addr)]))  # a broker the name servers lack
+        answers = await asyncio.gather(
+            *(self.broker.get_broker_ha_status(addr) for _, _, ns in groups for _, addr in ns),
+            return_exceptions=True,
+        )
+        out: list[HAGroup] = []
+        it = iter(answers)
+        for name_cluster, name, ns in groups:
+            found: list[HANode] = []
+            for bid, addr in ns:
+                answer = next(it)
+                if isinstance(answer, ApogeeError):
+                    found.append(HANode(bid, addr, None, str(answer)))
+                elif isinstance(answer, BaseException):
+                    raise answer
+                else:
+                    found.append(HANode(bid, addr, answer))
+            out.append(HAGroup(name_cluster, name, found))
         return out
 
     async def broker_status(self, broker_addr: str) -> dict[str, str]:

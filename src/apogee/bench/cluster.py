@@ -1,10 +1,10 @@
 """Throw-away clusters and figures shared by the client benchmarks.
 
-Owns: starting a name server and a broker as ``apogee`` processes on free
-ports (store in a given directory) and stopping them; a process's CPU
-seconds from /proc; percentiles of sorted microsecond samples; the options
-naming the cluster (``--namesrv``, ``--flush``). Imports: the
-standard library and click.
+Owns: starting a name server and a broker (and its slave) as ``apogee``
+processes on free ports (stores in a given directory) and stopping them; a
+process's CPU seconds from /proc; percentiles of sorted microsecond samples;
+the options naming the cluster (``--namesrv``, ``--flush``,
+``--replication``). Imports: the standard library and click.
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 namesrv_option = click.option(
     "--namesrv", default=None, help="A running cluster's name server (default: start one)."
 )
+replication_option = click.option(
+    "--replication",
+    type=click.Choice(["none", "async", "sync"]),
+    default="none",
+    show_default=True,
+    help="none: a lone master; async / sync: an ASYNC_MASTER / SYNC_MASTER and its slave.",
+)
 flush_option = click.option(
     "--flush",
     type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]),
@@ -36,7 +43,7 @@ flush_option = click.option(
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -55,34 +62,84 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float =
 
 
 @contextlib.contextmanager
-def cluster(root: Path, flush: str) -> Iterator[tuple[str, int]]:
-    """A name server and a broker as processes; yields (namesrv address, broker pid)."""
-    ns_port, broker_port = _free_port(), _free_port()
-    conf = root / "broker.conf"
-    conf.write_text(f"brokerIP1=127.0.0.1\nflushDiskType={flush}\n")
-    log = open(root / "cluster.log", "wb")  # noqa: SIM115  # shared by both children
-    procs: list[subprocess.Popen[bytes]] = []
+def processes(root: Path) -> Iterator[Processes]:
+    """Cluster processes started through ``Processes``, all stopped at the end."""
+    procs = Processes(root)
     try:
-        for args, port in (
-            (["namesrv", "--listen", f"127.0.0.1:{ns_port}", "--kv-config",
-              str(root / "kv.json")], ns_port),
-            (["broker", "--namesrv", f"127.0.0.1:{ns_port}", "--listen",
-              f"127.0.0.1:{broker_port}", "--store", str(root / "store"), "-c", str(conf),
-              "--log-level", "WARNING"], broker_port),
-        ):  # fmt: skip
-            proc = subprocess.Popen([sys.executable, "-m", "apogee", *args], stdout=log, stderr=log)
-            procs.append(proc)
-            _wait_listening(port, proc)
-        yield f"127.0.0.1:{ns_port}", procs[1].pid
+        yield procs
     finally:
-        for proc in reversed(procs):
+        procs.stop_all()
+
+
+class Processes:
+    """``apogee`` processes of a throw-away cluster; their output goes to one log."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.log = open(root / "cluster.log", "wb")  # noqa: SIM115  # shared by the children
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def namesrv(self) -> str:
+        port = free_port()
+        args = [
+            "namesrv",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--kv-config",
+            str(self.root / "kv.json"),
+        ]
+        self._start(args, port)
+        return f"127.0.0.1:{port}"
+
+    def broker(
+        self,
+        namesrv: str,
+        name: str,
+        conf: dict[str, str],
+        store: Path | None = None,
+        port: int | None = None,
+    ) -> tuple[int, str]:
+        """A broker with these broker.conf settings; its pid and address."""
+        port = port or free_port()
+        settings = {"brokerIP1": "127.0.0.1", "haListenPort": str(free_port()), **conf}
+        path = self.root / f"{name}.conf"
+        path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        store_dir = str(store or self.root / name)
+        args = ["broker", "--namesrv", namesrv, "--listen", f"127.0.0.1:{port}",
+                "--store", store_dir, "-c", str(path), "--log-level", "WARNING"]  # fmt: skip
+        return self._start(args, port).pid, f"127.0.0.1:{port}"
+
+    def _start(self, args: list[str], port: int) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "apogee", *args]
+        proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        self.started.append(proc)
+        _wait_listening(port, proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.started):
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(30)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        log.close()
+        self.log.close()
+
+
+@contextlib.contextmanager
+def cluster(root: Path, flush: str, replication: str = "none") -> Iterator[tuple[str, int]]:
+    """A name server and a broker as processes (and with ``replication`` "async" or
+    "sync", its slave); yields (namesrv address, master pid)."""
+    role = {"none": "ASYNC_MASTER", "async": "ASYNC_MASTER", "sync": "SYNC_MASTER"}[replication]
+    with processes(root) as procs:
+        namesrv = procs.namesrv()
+        pid, _ = procs.broker(namesrv, "master", {"flushDiskType": flush, "brokerRole": role})
+        if replication != "none":
+            slave = {"flushDiskType": flush, "brokerRole": "SLAVE", "brokerId": "1"}
+            procs.broker(namesrv, "slave", slave)
+            time.sleep(1.0)  # the slave registers, learns its master and connects
+        yield namesrv, pid
 
 
 def cpu_seconds(pid: int | None) -> float | None:

@@ -1,8 +1,9 @@
 """``apogee bench produce``: C++ client producers against a broker, one message at a time.
 
 Owns: running ``apogee.bench.cpp_producer`` processes for each thread count against a
-throw-away cluster (``apogee.bench.cluster``, store in a temporary directory) unless
-``--namesrv`` names a running one; and the report: messages/s, p50/p99 send latency,
+throw-away cluster (``apogee.bench.cluster``, store in a temporary directory; with
+``--replication async|sync`` a master and its slave) unless ``--namesrv`` names a
+running one; and the report: messages/s, p50/p99 send latency,
 failures, and the broker's CPU use when this command started it. Imports: the standard
 library, click, ``apogee.bench.cluster`` and ``apogee.bench.cpp_producer``'s command line
 (never its module: it loads librocketmq).
@@ -25,7 +26,14 @@ from pathlib import Path
 
 import click
 
-from apogee.bench.cluster import cluster, cpu_seconds, flush_option, namesrv_option, percentile
+from apogee.bench.cluster import (
+    cluster,
+    cpu_seconds,
+    flush_option,
+    namesrv_option,
+    percentile,
+    replication_option,
+)
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Roun
 @click.option("--body-size", default=1024, show_default=True, help="Message body bytes.")
 @click.option("--topic", default="BenchProduce", show_default=True)
 @flush_option
+@replication_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def produce_bench(
     *,
@@ -130,6 +139,7 @@ def produce_bench(
     body_size: int,
     topic: str,
     flush: str,
+    replication: str,
     as_json: bool,
 ) -> None:
     """Send with C++ client threads, one message at a time; report rate and latency."""
@@ -139,7 +149,7 @@ def produce_bench(
     try:
         with contextlib.ExitStack() as stack:
             if namesrv is None:
-                namesrv, broker_pid = stack.enter_context(cluster(work, flush))
+                namesrv, broker_pid = stack.enter_context(cluster(work, flush, replication))
             load = Load(namesrv, topic, seconds, warmup, body_size, processes, per_producer)
             rounds = [_round(load, n, broker_pid, work) for n in counts]
     finally:
@@ -148,6 +158,7 @@ def produce_bench(
         "body_size": body_size,
         "seconds": seconds,
         "flush": flush if broker_pid is not None else "external",
+        "replication": replication if broker_pid is not None else "external",
         "rounds": [asdict(r) for r in rounds],
     }
     if as_json:

@@ -2,25 +2,20 @@
 
 Owns: building the store, managers, handlers and services from a
 BrokerConfig, and starting and stopping them in order. No business logic:
-every rule lives in the part that owns it. Imports: ``apogee.broker.*``,
-``apogee.store`` (the store is built by ``wiring.open_store``),
-``apogee.remoting``, ``apogee._util``.
+every rule lives in the part that owns it.
 
-Start: managers load ``<store>/config/*.json``; the listening socket is
-bound first, so the address written into every record is known; the store
-opens and recovers (off the loop); handlers are built (``wiring``) and
-registered; the server starts; background services (offset persistence,
-client expiry, cleaning, statistics, delayed delivery, transaction checks)
-start (and the plain_acl.yml reload with ``aclEnable``); the broker registers
-with the name servers. Every request passes the ACL check first when
-``aclEnable=true``. Before the handlers are
-built, the store is dispatched to its end and the open transactions are
-rebuilt from the half and op queues. Stop: no more registrations; parked
-pulls are answered; SYNC_FLUSH sends waiting for the disk are answered; the
-server stops (answers in flight are flushed); delayed delivery, transaction
-checks and the other services stop; the broker unregisters; configs and
-offsets (consumer and delay) are written; the store is flushed and closed
-(its abort file removed).
+Start: managers load ``<store>/config/*.json``; the listening sockets (and a
+master's replication port) are bound first, so the addresses written into
+every record and registered are known; the store opens and recovers (off the
+loop), is dispatched to its end and the open transactions are rebuilt;
+handlers are built (``wiring``) and registered (the ACL check first, with
+``aclEnable``); the server and a master's replication port start; background
+services start; the broker registers with the name servers; a slave then
+replicates from the master they name. Stop: no more registrations; parked
+pulls are answered; SYNC_FLUSH and SYNC_MASTER sends get a moment, then
+replication stops (waiters left get FLUSH_SLAVE_TIMEOUT); the server stops;
+the services stop; the broker unregisters; configs and offsets are written;
+the store is flushed and closed (its abort file removed).
 """
 
 from __future__ import annotations
@@ -36,6 +31,7 @@ from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.ha.role import Replication, register_ha_status
 from apogee.broker.handlers.acl import acl_reload_task
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -55,6 +51,7 @@ from apogee.broker.wiring import (
     BrokerParts,
     access_validator,
     build_handlers,
+    build_replication,
     hold_service,
     namesrv_client_config,
     open_store,
@@ -89,7 +86,7 @@ class Broker:
         self.groups = SubscriptionGroupManager(
             clock, auto_create=config.auto_create_subscription_group
         )
-        self.offsets = ConsumerOffsetManager()
+        self.offsets = ConsumerOffsetManager(track_commits=config.is_slave)
         self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
@@ -113,6 +110,7 @@ class Broker:
         self.transactions = TransactionBook()
         self.tx_check: TransactionCheckService | None = None
         self.stats: BrokerStats | None = None
+        self.replication: Replication | None = None
         self.address = ""
         self._tasks: list[PeriodicTask] = []
         self._dispatch: DispatchDriver | None = None
@@ -132,6 +130,7 @@ class Broker:
         config = self.config
         self._load_configs()
         sock = bind_socket(config.bind_address, config.listen_port)  # the port goes into records
+        ha_sock = None if config.is_slave else bind_socket(config.bind_address, config.ha_port)
         port = sock.getsockname()[1]
         ip = config.broker_ip()
         self.address = f"{ip}:{port}"
@@ -141,7 +140,8 @@ class Broker:
             self.topics.adopt_stored(store.topics())
             self.transactions = await asyncio.to_thread(self._recover_transactions, store)
         except BaseException:
-            sock.close()
+            for bound in filter(None, (sock, ha_sock)):
+                bound.close()
             if self.store is not None:
                 await asyncio.to_thread(self.store.close)
                 self.store = None
@@ -149,14 +149,20 @@ class Broker:
         store.start(loop_driven=True)
         self._dispatch = DispatchDriver(store.dispatch_step, completions=store.group_commit)
         store.on_pending_commit(self._dispatch.kick)
-        self._registration = self._make_registration(ip)
+        ha_port = ha_sock.getsockname()[1] if ha_sock is not None else config.ha_port
+        self._registration = self._make_registration(ip, ha_port)
         self._wire(store, (ip, port), started_ms)
         await self.server.start(sock)
+        assert self.replication is not None
+        if ha_sock is not None:
+            await self.replication.start(ha_sock)
         self._dispatch.start()
         if config.long_polling_enable:
             self.holds.start_checks(store.max_offset_in_queue)
         self._start_tasks(store)
         await self._registration.start()
+        if ha_sock is None:
+            await self.replication.start(None)
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
                  self.address)  # fmt: skip
 
@@ -186,32 +192,29 @@ class Broker:
         assert self._dispatch is not None and self._registration is not None
         kick = self._dispatch.kick
         self.stats = stats = BrokerStats(store, self.clock)
-        self.schedule = ScheduleMessageService(
-            store,
-            self.delay_offsets,
-            ScheduleSettings(self.config.store.delay_levels_ms),
-            self.clock,
-            on_stored=kick,
-        )
         parts = BrokerParts(
             self.topics, self.groups, self.offsets, self.clients, self.holds, self.locks,
             self.delay_offsets, self.permission, self.transactions, self.acl,
+        )  # fmt: skip
+        self.replication = replication = build_replication(
+            self.config, store, parts, client=self.namesrv_client, registrar=self.registrar,
+            ask_master=self._registration.request, on_appended=kick, clock=self.clock,
+        )  # fmt: skip
+        self._dispatch.on_step = replication.wake
+        register_ha_status(self.table, replication)
+        self.schedule = ScheduleMessageService(
+            store, self.delay_offsets, ScheduleSettings(self.config.store.delay_levels_ms),
+            self.clock, on_stored=kick,
         )  # fmt: skip
         self.tx_check = transaction_checker(
             self.config, store, parts, self.to_clients,
             store_host=store_host, clock=self.clock, on_stored=kick,
         )  # fmt: skip
         handlers = build_handlers(
-            self.config,
-            store,
-            parts,
-            store_host=store_host,
-            stats=stats,
-            register=self._registration.register_now,
-            on_stored=kick,
-            started_ms=started_ms,
-            clock=self.clock,
-        )
+            self.config, store, parts, store_host=store_host, stats=stats,
+            register=self._registration.register_now, on_stored=kick, started_ms=started_ms,
+            clock=self.clock, replicas=getattr(replication, "transfer", None),
+        )  # fmt: skip
         handlers.register(self.table)
         self._drain_sends = handlers.send.drain
         self.server.add_close_listener(self.clients.channel_closed)
@@ -238,11 +241,13 @@ class Broker:
             self.schedule.start()
             self.tx_check.start()
 
-    def _make_registration(self, ip: str) -> RegistrationService:
+    def _make_registration(self, ip: str, ha_port: int) -> RegistrationService:
         def topics() -> TopicConfigWrapper:  # as registered: masked by the broker's permission
             return self.permission.mask(self.topics.wrapper())
 
-        self.registrar = registrar_for(self.config, self.namesrv_client, self.address, ip, topics)
+        self.registrar = registrar_for(
+            self.config, self.namesrv_client, self.address, ip, topics, ha_port=ha_port
+        )
         registration = RegistrationService(self.registrar, self.config.register_period_s)
         self.topics.add_listener(registration.request)
         return registration
@@ -264,7 +269,9 @@ class Broker:
             await self._registration.stop()
         self.holds.close()
         if self._drain_sends is not None and not await self._drain_sends(STOP_DRAIN_S):
-            log.warning("stopping with sends still waiting for the disk")
+            log.warning("stopping with sends still waiting for the disk or a slave")
+        if self.replication is not None:
+            await self.replication.stop()
         await self.server.stop()
         if self.schedule is not None:
             await self.schedule.stop()

@@ -107,8 +107,26 @@ class BrokerConfig:
     broker_ip2: str = field(default="", metadata={"key": "brokerIP2"})  # HA address
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
-    ha_listen_port: int = DEFAULT_LISTEN_PORT + 1
+    # The master's replication port; unset or <= 0: listenPort + 1 (any free port when
+    # listenPort is 0).
+    ha_listen_port: int | None = None
     namesrv_addr: str = ""  # "host:port;host:port"
+    # replication (MessageStoreConfig keys; the broker owns the HA connections)
+    ha_master_address: str = ""  # a slave's master HA address; "" = learned from name servers
+    ha_send_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"key": "haSendHeartbeatInterval"}
+    )
+    ha_housekeeping_interval_ms: int = field(
+        default=20_000, metadata={"key": "haHousekeepingInterval"}
+    )
+    ha_transfer_batch_size: int = 32 * 1024
+    # SYNC_MASTER answers SLAVE_NOT_AVAILABLE when no slave is within this many bytes
+    ha_max_gap_not_in_sync: int = field(
+        default=256 * 1024 * 1024, metadata={"aliases": ("haSlaveFallbehindMax",)}
+    )
+    # Apogee only: how often a slave copies topics, groups and offsets from its master
+    # (RocketMQ: every 10 s).
+    slave_sync_interval_ms: int = 10_000
     # topics and groups
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -186,13 +204,16 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not perm_is_valid(self.broker_permission):
             raise ConfigError(f"brokerPermission must be 0..7, got {self.broker_permission}")
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
+        if self.ha_listen_port is not None and self.ha_listen_port > 65535:
+            raise ConfigError(f"haListenPort must be at most 65535, got {self.ha_listen_port}")
         for key, value in (
-            ("listenPort", self.listen_port),
-            ("haListenPort", self.ha_listen_port),
-        ):
-            if not 0 <= value <= 65535:
-                raise ConfigError(f"{key} must be 0..65535, got {value}")
-        for key, value in (
+            ("haSendHeartbeatInterval", self.ha_send_heartbeat_interval_ms),
+            ("haHousekeepingInterval", self.ha_housekeeping_interval_ms),
+            ("haTransferBatchSize", self.ha_transfer_batch_size),
+            ("haMaxGapNotInSync", self.ha_max_gap_not_in_sync),
+            ("slaveSyncIntervalMs", self.slave_sync_interval_ms),
             ("maxConnections", self.max_connections + 1),
             ("maxPendingFrameBytes", self.max_pending_frame_bytes),
             ("frameReadTimeoutMs", self.frame_read_timeout_ms),
@@ -202,7 +223,7 @@ class BrokerConfig:
             ("pullHoldCheckIntervalMs", self.pull_hold_check_interval_ms),
         ):
             if value < 1:
-                raise ConfigError(f"{key} must be positive")
+                raise ConfigError(f"{key} must be at least 1, got {value}")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         for key, value in (
@@ -227,6 +248,17 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.store.broker_role is BrokerRole.SLAVE
+
+    @property
+    def is_sync_master(self) -> bool:
+        return self.store.broker_role is BrokerRole.SYNC_MASTER
+
+    @property
+    def ha_port(self) -> int:
+        """The port a master takes replication connections on (0: any free port)."""
+        if self.ha_listen_port is not None and self.ha_listen_port > 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -324,10 +356,15 @@ def broker_config_from_properties(
         ConfigError: an unknown key or a bad value; the message names the key.
     """
     store = StoreConfig.from_properties(props, **dict(store_overrides or {}))
+    if store.broker_role is BrokerRole.SLAVE:
+        # As RocketMQ's BrokerStartup: a slave counts data as cold 10 points
+        # earlier, since it serves the reads its master redirects to it.
+        ratio = max(0, store.access_message_in_memory_max_ratio_percent - 10)
+        store = dataclasses.replace(store, access_message_in_memory_max_ratio_percent=ratio)
     store_keys = {k for k in props if k in STORE_PROPERTY_KEYS}
     store_keys |= _check_fixed_paths(props, store.store_path_root_dir)
     tls, tls_keys = tls_config_from_properties(dict(props))
-    base, used = bind(BrokerConfig(store=store, tls=tls), props)
+    base, used = bind(BrokerConfig(), props, {"store": store, "tls": tls})
     reject_unknown(props, used | store_keys | tls_keys, IGNORED_KEYS, source)
     return dataclasses.replace(base, **overrides) if overrides else base
 

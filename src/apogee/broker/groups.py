@@ -53,6 +53,9 @@ class SubscriptionGroupManager:
 
     def _changed(self) -> None:
         self.data_version = self.data_version.next(self._clock.now_ms())
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             try:
                 listener()
@@ -99,6 +102,16 @@ class SubscriptionGroupManager:
         if self.table.pop(group, None) is None:
             return False
         self._changed()
+        return True
+
+    def adopt(self, wrapper: SubscriptionGroupWrapper) -> bool:
+        """Take a master's groups and their version (a slave's copy); False when the
+        version is the one held already."""
+        if wrapper.data_version == self.data_version:
+            return False
+        self.table = dict(wrapper.subscription_group_table)
+        self.data_version = wrapper.data_version
+        self._notify()
         return True
 
     def notify_enabled(self, group: str) -> bool:

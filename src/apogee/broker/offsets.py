@@ -29,10 +29,17 @@ def offset_key(topic: str, group: str) -> str:
     return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
 
 
+#: (group, topic, queue id) -> offset
+LocalCommits = dict[tuple[str, str, int], int]
+
+
 class ConsumerOffsetManager:
-    def __init__(self) -> None:
+    def __init__(self, *, track_commits: bool = False) -> None:
         self.table: dict[str, dict[int, int]] = {}
         self.dirty = False
+        #: a slave's record of what consumers committed to it (its master was
+        #: away), until the master has it; None on a master
+        self.local_commits: LocalCommits | None = {} if track_commits else None
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self.table.get(offset_key(topic, group))
@@ -40,6 +47,18 @@ class ConsumerOffsetManager:
             queues = self.table[offset_key(topic, group)] = {}
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
+            self.dirty = True
+        if self.local_commits is not None:
+            self.local_commits[(group, topic, queue_id)] = offset
+
+    def adopt(self, table: dict[str, dict[int, int]]) -> None:
+        """Take a master's table (a slave's copy); offsets committed here and not yet
+        on the master stay (see ``local_commits``)."""
+        merged = {key: dict(queues) for key, queues in table.items()}
+        for (group, topic, queue_id), offset in (self.local_commits or {}).items():
+            merged.setdefault(offset_key(topic, group), {})[queue_id] = offset
+        if merged != self.table:
+            self.table = merged
             self.dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
@@ -94,17 +113,26 @@ class ConsumerOffsetManager:
         """Read a persisted table; a malformed entry is a ProtocolError naming it."""
         if not data:
             return
-        obj = tolerant_json.loads(data)
-        raw = obj.get("offsetTable", {}) if isinstance(obj, dict) else None
-        if not isinstance(raw, dict):
-            raise ProtocolError("consumerOffset.json: offsetTable is not an object")
-        table: dict[str, dict[int, int]] = {}
-        for key, queues in raw.items():
-            if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
-                raise ProtocolError(f"consumerOffset.json: bad entry {key!r}")
-            try:
-                table[key] = {int(q): int(off) for q, off in queues.items()}
-            except (TypeError, ValueError):
-                raise ProtocolError(f"consumerOffset.json: bad offsets of {key!r}") from None
-        self.table = table
+        self.table = decode_offset_table(data)
         self.dirty = False
+
+
+def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``topic@group`` -> {queue id -> offset} of a consumerOffset.json (or a master's dump).
+
+    Raises:
+        ProtocolError: a malformed entry, named.
+    """
+    obj = tolerant_json.loads(data)
+    raw = obj.get("offsetTable", {}) if isinstance(obj, dict) else None
+    if not isinstance(raw, dict):
+        raise ProtocolError("consumerOffset.json: offsetTable is not an object")
+    table: dict[str, dict[int, int]] = {}
+    for key, queues in raw.items():
+        if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
+            raise ProtocolError(f"consumerOffset.json: bad entry {key!r}")
+        try:
+            table[key] = {int(q): int(off) for q, off in queues.items()}
+        except (TypeError, ValueError):
+            raise ProtocolError(f"consumerOffset.json: bad offsets of {key!r}") from None
+    return table

@@ -171,8 +171,10 @@ def runtime_table(
     *,
     store_dir: Path,
     delay_offsets: Mapping[int, int],
+    role: str = "ASYNC_MASTER",
 ) -> dict[str, str]:
-    """GET_BROKER_RUNTIME_INFO's table (keys as RocketMQ 4.x names them)."""
+    """GET_BROKER_RUNTIME_INFO's table (keys as RocketMQ 4.x names them, and
+    ``brokerRole``, which Apogee adds for clusterList)."""
     figures = store.runtime_stats()
     put, got = figures.get("put_ok", 0), figures.get("get_transferred_msgs", 0)
     min_offset = store.commit_log_min_offset()
@@ -183,6 +185,7 @@ def runtime_table(
     table = {
         "brokerVersionDesc": version_desc(CURRENT_VERSION),
         "brokerVersion": str(int(CURRENT_VERSION)),
+        "brokerRole": role,
         "bootTimestamp": str(stats.boot_ms),
         "runtime": _runtime(stats.uptime_ms()),
         "msgPutTotalTodayNow": str(put),

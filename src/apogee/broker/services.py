@@ -4,7 +4,7 @@ Owns: DispatchDriver (moves the store's dispatch cursor right after puts,
 coalesced, so long-polled pulls wake within a loop turn) and ConfigFiles
 (writes the managers' JSON files on a worker thread). PeriodicTask (one
 callable every N seconds) lives in ``apogee._util.periodic``, shared with
-the client. Imports: asyncio, ``apogee._util``, stdlib.
+the client.
 
 Invariants: nothing here blocks the loop on the disk (file writes run in
 ``asyncio.to_thread``; one write per file at a time, newest content wins);
@@ -44,7 +44,8 @@ class DispatchDriver:
 
     With ``completions`` (a SYNC_FLUSH store), it also answers the waiters of
     each sync round on the loop: the sync loop's eventfd wakes it, no thread
-    hop between; the tick checks their deadlines.
+    hop between; the tick checks their deadlines. ``on_step`` is called after
+    each step that dispatched records (a master streams them to its slaves).
     """
 
     def __init__(
@@ -54,8 +55,10 @@ class DispatchDriver:
         batch: int = 1024,
         tick_s: float = 0.2,
         completions: Completions | None = None,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
         self._step = step
+        self.on_step = on_step
         self._batch = batch
         self._scheduled = False
         self._stopped = True
@@ -87,6 +90,8 @@ class DispatchDriver:
             return
         try:
             done = self._step(self._batch)
+            if done and self.on_step is not None:
+                self.on_step()
         except Exception:
             log.exception("dispatch step failed")
             return

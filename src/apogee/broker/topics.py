@@ -130,6 +130,9 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = self.data_version.next(self._clock.now_ms())
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             try:
                 listener()
@@ -241,4 +244,14 @@ class TopicConfigManager:
         if self.table.pop(topic, None) is None:
             return False
         self._changed()
+        return True
+
+    def adopt(self, wrapper: TopicConfigWrapper) -> bool:
+        """Take a master's topic table and its version (a slave's copy); False when
+        the version is the one held already."""
+        if wrapper.data_version == self.data_version:
+            return False
+        self.table = dict(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+        self._notify()
         return True

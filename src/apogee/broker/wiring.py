@@ -20,6 +20,8 @@ from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig, config_properties
 from apogee.broker.groups import SubscriptionGroupManager
+from apogee.broker.ha.metadata import SlaveSync
+from apogee.broker.ha.role import MasterReplication, Replication, SlaveReplication
 from apogee.broker.handlers import BrokerHandlers
 from apogee.broker.handlers.acl import AclAdminHandlers, BrokerIdentityText
 from apogee.broker.handlers.admin_group import (
@@ -41,7 +43,7 @@ from apogee.broker.handlers.end_transaction import EndTransactionHandler, EndTra
 from apogee.broker.handlers.locks import LockHandlers
 from apogee.broker.handlers.pull import PullHandler, PullSettings
 from apogee.broker.handlers.query import MessageLookupHandlers, QueueOffsetHandlers
-from apogee.broker.handlers.send import SendHandler, SendSettings
+from apogee.broker.handlers.send import Replicas, SendHandler, SendSettings
 from apogee.broker.handlers.send_back import SendBackHandler, SendBackSettings
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
@@ -115,6 +117,8 @@ def registrar_for(
     address: str,
     ip: str,
     topics: Callable[[], TopicConfigWrapper],
+    *,
+    ha_port: int,
 ) -> NamesrvRegistrar:
     ha_ip = config.broker_ip2 or ip
     identity = BrokerIdentity(
@@ -122,7 +126,7 @@ def registrar_for(
         config.broker_name,
         config.broker_id,
         address,
-        f"{ha_ip}:{config.ha_listen_port}",
+        f"{ha_ip}:{ha_port}",
     )
     return NamesrvRegistrar(
         client,
@@ -130,6 +134,44 @@ def registrar_for(
         identity,
         topics,
         timeout_s=config.register_broker_timeout_ms / 1000,
+    )
+
+
+def build_replication(
+    config: BrokerConfig,
+    store: FileMessageStore,
+    parts: BrokerParts,
+    *,
+    client: RemotingClient,
+    registrar: NamesrvRegistrar,
+    ask_master: Callable[[], None],
+    on_appended: Callable[[], None],
+    clock: Clock,
+) -> Replication:
+    """A master's HA port and SYNC_MASTER waiters, or a slave's HA client and metadata copy.
+
+    A slave's master is the one ``haMasterAddress`` names, else the one the name
+    servers named in their last registration answer.
+    """
+    if not config.is_slave:
+        return MasterReplication(config, store.replication_source(), clock)
+    sync = SlaveSync(
+        client,
+        lambda: registrar.master_addr,
+        topics=parts.topics,
+        groups=parts.groups,
+        offsets=parts.offsets,
+        delay_offsets=parts.delay_offsets,
+    )
+    configured = config.ha_master_address
+    return SlaveReplication(
+        config,
+        store,
+        sync,
+        ha_master=lambda: configured or registrar.ha_server_addr,
+        ask_master=ask_master,
+        on_appended=on_appended,
+        clock=clock,
     )
 
 
@@ -144,6 +186,7 @@ def build_handlers(
     on_stored: Callable[[], None],
     started_ms: int,
     clock: Clock,
+    replicas: Replicas | None = None,
 ) -> BrokerHandlers:
     p = parts
     admin_topic = TopicAdminSettings(config.broker_name, config.is_slave)
@@ -157,6 +200,7 @@ def build_handlers(
             on_stored=on_stored,
             loop=asyncio.get_running_loop(),
             transactions=p.transactions,
+            replicas=replicas,
         ),
         send_back=SendBackHandler(
             store,
@@ -203,6 +247,7 @@ def build_handlers(
                 store,
                 store_dir=config.store.store_path_root_dir,
                 delay_offsets=p.delay_offsets.table,
+                role=config.store.broker_role.value,
             ),
             config_properties(config.with_port(store_host[1])),
             DataVersion(timestamp=started_ms),

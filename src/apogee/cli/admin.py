@@ -33,6 +33,7 @@ ADMIN_COMMANDS.update(
         "updateBrokerConfig": "apogee.admin.cli.cluster:update_broker_config",
         "wipeWritePerm": "apogee.admin.cli.cluster:wipe_write_perm",
         "addWritePerm": "apogee.admin.cli.cluster:add_write_perm",
+        "haStatus": "apogee.admin.cli.ha:ha_status",
         "updateSubGroup": "apogee.admin.cli.group:update_sub_group",
         "consumerProgress": "apogee.admin.cli.group:consumer_progress",
         "queryMsgById": "apogee.admin.cli.message:query_msg_by_id",

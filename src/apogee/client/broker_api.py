@@ -50,7 +50,7 @@ from apogee.model.message import (
 from apogee.model.message_codec import decode_record, encode_batch, iter_records
 from apogee.model.received import ReceivedMessage, decode_received
 from apogee.model.results import PullResult, PullStatus, SendResult, SendStatus
-from apogee.model.stats import ConsumerConnection, ConsumeStats, TopicStatsTable
+from apogee.model.stats import ConsumerConnection, ConsumeStats, HARuntimeInfo, TopicStatsTable
 from apogee.model.subscription import SubscriptionData
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from apogee.protocol import admin_bodies, bodies
@@ -656,6 +656,11 @@ class BrokerApi:
     async def get_broker_runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return bodies.decode_kv_table(response.body_bytes())
+
+    async def get_broker_ha_status(self, addr: str) -> HARuntimeInfo:
+        """A master's slave connections, or a slave's connection to its master."""
+        response = await self._call(addr, RequestCode.GET_BROKER_HA_STATUS)
+        return admin_bodies.decode_ha_runtime_info(response.body_bytes())
 
     async def get_topic_stats(self, addr: str, topic: str) -> TopicStatsTable:
         response = await self._call(

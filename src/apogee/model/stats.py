@@ -92,3 +92,40 @@ class ConsumerConnection:
     def min_version(self) -> int:
         """Oldest client version among the connections (0 when there are none)."""
         return min((c.version for c in self.connections), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class HAConnectionInfo:
+    """One slave connection as its master sees it (RocketMQ HAConnectionRuntimeInfo)."""
+
+    addr: str
+    slave_ack_offset: int
+    diff: int  # bytes the slave has not acknowledged
+    in_sync: bool  # within haMaxGapNotInSync
+    transferred_byte_in_second: int
+    transfer_from_where: int  # where the next transfer starts
+    lag_ms: int = 0  # Apogee: how long the oldest unacknowledged byte has waited
+
+
+@dataclass(frozen=True, slots=True)
+class HAClientInfo:
+    """A slave's connection to its master (RocketMQ HAClientRuntimeInfo)."""
+
+    master_addr: str = ""
+    transferred_byte_in_second: int = 0
+    max_offset: int = 0
+    last_read_timestamp: int = 0
+    last_write_timestamp: int = 0
+    master_flush_offset: int = 0
+    activated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HARuntimeInfo:
+    """GET_BROKER_HA_STATUS: a master's slaves, or a slave's master."""
+
+    master: bool
+    master_commit_log_max_offset: int = 0
+    in_sync_slave_nums: int = 0
+    ha_connection_info: tuple[HAConnectionInfo, ...] = ()
+    ha_client_runtime_info: HAClientInfo = HAClientInfo()

@@ -32,11 +32,15 @@ from apogee.model.stats import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    HAClientInfo,
+    HAConnectionInfo,
+    HARuntimeInfo,
     OffsetWrapper,
     TopicOffset,
     TopicStatsTable,
 )
 from apogee.protocol.bodies import (
+    _bool,
     _dict,
     _enum,
     _get,
@@ -234,3 +238,69 @@ def encode_subscription_group(g: SubscriptionGroupConfig) -> bytes:
 
 def decode_subscription_group(data: Data) -> SubscriptionGroupConfig:
     return subscription_group_from_json(_load_object(data, "SubscriptionGroupConfig"))
+
+
+# -- HA status (GET_BROKER_HA_STATUS, RocketMQ 5.x HARuntimeInfo) -----------------------
+
+
+def encode_ha_runtime_info(info: HARuntimeInfo) -> bytes:
+    client = info.ha_client_runtime_info
+    return _dumps(
+        {
+            "master": info.master,
+            "masterCommitLogMaxOffset": info.master_commit_log_max_offset,
+            "inSyncSlaveNums": info.in_sync_slave_nums,
+            "haConnectionInfo": [
+                {
+                    "addr": c.addr,
+                    "slaveAckOffset": c.slave_ack_offset,
+                    "diff": c.diff,
+                    "inSync": c.in_sync,
+                    "transferredByteInSecond": c.transferred_byte_in_second,
+                    "transferFromWhere": c.transfer_from_where,
+                    "lagMillis": c.lag_ms,
+                }
+                for c in info.ha_connection_info
+            ],
+            "haClientRuntimeInfo": {
+                "masterAddr": client.master_addr,
+                "transferredByteInSecond": client.transferred_byte_in_second,
+                "maxOffset": client.max_offset,
+                "lastReadTimestamp": client.last_read_timestamp,
+                "lastWriteTimestamp": client.last_write_timestamp,
+                "masterFlushOffset": client.master_flush_offset,
+                "activated": client.activated,
+            },
+        }
+    )
+
+
+def decode_ha_runtime_info(data: Data) -> HARuntimeInfo:
+    obj = _load_object(data, "HARuntimeInfo")
+    client = _dict(obj, "haClientRuntimeInfo")
+    return HARuntimeInfo(
+        master=_bool(obj, "master"),
+        master_commit_log_max_offset=_int(obj, "masterCommitLogMaxOffset", 0),
+        in_sync_slave_nums=_int(obj, "inSyncSlaveNums", 0),
+        ha_connection_info=tuple(
+            HAConnectionInfo(
+                addr=_str(c, "addr", ""),
+                slave_ack_offset=_int(c, "slaveAckOffset", -1),
+                diff=_int(c, "diff", 0),
+                in_sync=_bool(c, "inSync"),
+                transferred_byte_in_second=_int(c, "transferredByteInSecond", 0),
+                transfer_from_where=_int(c, "transferFromWhere", -1),
+                lag_ms=_int(c, "lagMillis", 0),
+            )
+            for c in _list(obj, "haConnectionInfo")
+        ),
+        ha_client_runtime_info=HAClientInfo(
+            master_addr=_str(client, "masterAddr", ""),
+            transferred_byte_in_second=_int(client, "transferredByteInSecond", 0),
+            max_offset=_int(client, "maxOffset", 0),
+            last_read_timestamp=_int(client, "lastReadTimestamp", 0),
+            last_write_timestamp=_int(client, "lastWriteTimestamp", 0),
+            master_flush_offset=_int(client, "masterFlushOffset", 0),
+            activated=_bool(client, "activated"),
+        ),
+    )

@@ -551,9 +551,26 @@ class CommitLog:
                     seg.view[seg.wrote : seg.wrote + n] = view[done : done + n]
                 seg.wrote += n
                 done += n
+                if seg.wrote > seg.prefaulted - self._low_water and self.on_prefault_due:
+                    self.on_prefault_due()
             if self.write_through and self.on_committed is not None:
                 self.on_committed(self.max_offset)
         return True
+
+    def truncate(self, offset: int) -> int:
+        """Drop every byte from ``offset`` on (a slave whose master lost them).
+
+        Returns how many bytes were dropped. ``offset`` must be a record
+        boundary; the topic-queue table is the caller's to rebuild.
+        """
+        with self.hold_lock():
+            self._commit_locked()
+            before = self.max_offset
+            if offset >= before:
+                return 0
+            self.queue.truncate(offset)
+            self.handoff.clear()
+        return before - offset
 
     # -- write-through -------------------------------------------------------
 

@@ -4,7 +4,8 @@ Owns: DispatchRequest (one per stored record, built either at append time or
 by re-reading the log during recovery and on slaves), the Dispatcher
 protocol implemented by the consume-queue builder and the index service (and
 its batch form, EntryDispatcher), the compact tuple form of a request used on
-hot paths, and ``index_fields``, the
+hot paths, ``parse_run`` (the entries of a run of records read back from the
+log, the fast path of replicated bytes), and ``index_fields``, the
 one function that derives tag code, keys and unique key from a record's
 property string, so that the append path and the log-parsing path cannot
 disagree (its common part, ``message_fields``, has a compiled twin).
@@ -13,6 +14,7 @@ Imports: ``apogee.model``, ``apogee._util.native``, stdlib.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,13 +22,15 @@ from typing import Protocol
 from apogee._util.native import speedups
 from apogee.model.javahash import tags_code as hash_tags
 from apogee.model.message import (
+    BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOSTADDRESS_V6_FLAG,
     property_value,
 )
-from apogee.model.message_codec import RecordMeta
+from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V1, RecordMeta
 from apogee.model.topic import SCHEDULE_TOPIC
 
 
@@ -126,6 +130,61 @@ def index_fields(
             if level > 0:
                 code = store_timestamp + delay_levels_ms[level - 1]
     return code, keys, uniq
+
+
+# A v1 record with IPv4 hosts up to its body length: TOTALSIZE MAGICCODE BODYCRC
+# QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP BORNHOST(8)
+# STORETIMESTAMP STOREHOST(8) RECONSUMETIMES PREPAREDTRANSACTIONOFFSET BODYLEN.
+_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+_V1_V4_SIZE = _V1_V4.size  # 88
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+
+
+def parse_run(  # noqa: PLR0917 - one call per run of records, on the dispatch hot path
+    view: memoryview, pos: int, end: int, base: int, limit: int, delay_levels_ms: tuple[int, ...]
+) -> tuple[list[DispatchEntry], int]:
+    """Entries of the records at ``view[pos:end]`` (``base`` = physical offset of
+    ``view[0]``), up to ``limit`` of them: the usual records only (v1 magic, IPv4
+    hosts, sizes that agree, the physical offset they claim). Returns the entries
+    and where parsing stopped; the record there, if any, is for ``check_record``
+    (a blank end, another layout, damage, or bytes not all there yet).
+    """
+    out: list[DispatchEntry] = []
+    unpack = _V1_V4.unpack_from
+    fields = message_fields
+    schedule = SCHEDULE_TOPIC
+    while len(out) < limit and end - pos >= _V1_V4_SIZE:
+        (total, magic, _, qid, _, qoff, phys, sys_flag, _, _, store_ts, _, _, prepared,
+         body_len) = unpack(view, pos)  # fmt: skip
+        if (
+            magic != MESSAGE_MAGIC_CODE_V1
+            or sys_flag & _V6_FLAGS
+            or phys != base + pos
+            or total > end - pos
+            or body_len < 0
+        ):
+            break
+        p = pos + _V1_V4_SIZE + body_len
+        record_end = pos + total
+        if p + 3 > record_end:
+            break
+        topic_len = view[p]
+        q = p + 1 + topic_len
+        if topic_len == 0 or topic_len > 127 or q + 2 > record_end:
+            break
+        props_len = (view[q] << 8) | view[q + 1]
+        if q + 2 + props_len != record_end:
+            break
+        topic = bytes(view[p + 1 : q]).decode()
+        props = bytes(view[q + 2 : record_end]).decode() if props_len else ""
+        if topic == schedule:
+            code, keys, uniq = index_fields(topic, props, store_ts, delay_levels_ms)
+        else:
+            code, keys, uniq = fields(props)
+        out.append((topic, qid, phys, total, code, store_ts, qoff, keys, uniq, sys_flag,
+                    prepared))  # fmt: skip
+        pos = record_end
+    return out, pos
 
 
 def entry_from_meta(meta: RecordMeta, delay_levels_ms: tuple[int, ...]) -> DispatchEntry:

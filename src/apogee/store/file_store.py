@@ -26,6 +26,10 @@ reason in the remark) while
 * a sync failed (SYNC_FLUSH's sync loop or ASYNC_FLUSH's flush): until
   restart, since after a failed fsync the kernel may have dropped the
   pages and nothing written since can be vouched for.
+
+A slave takes no puts; the bytes its master streams (``append_data``) are
+refused in the same cases, with a StoreError, and it may drop a tail its
+master no longer has (``truncate_log``; see ``apogee.store.replication``).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from apogee._util.fileio import fsync_dir
 from apogee.errors import DiskFullError, ProtocolError, StoreError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
 from apogee.model.message_codec import decode_record
-from apogee.store import group_sync
+from apogee.store import group_sync, replication
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -316,10 +320,11 @@ class FileMessageStore:
 
     # -- writes ------------------------------------------------------------
 
-    def _unwritable(self) -> str:
+    def _unwritable(self, *, replica: bool = False) -> str:
+        """Why writes are refused ("" when they are not); ``replica``: a master's bytes."""
         if self.closed:
             return "the store is shut down"
-        if self.config.broker_role is BrokerRole.SLAVE:
+        if self.config.broker_role is BrokerRole.SLAVE and not replica:
             return "the store is a slave"
         if self.fault:
             return f"{self.fault}; the store refuses writes until restart"
@@ -372,11 +377,45 @@ class FileMessageStore:
         return self.group_commit.request(result.end_offset)
 
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
-        """Raw commit-log bytes from a master (a slave's only way to write)."""
-        done = not self.closed and self.commit_log.append_data(offset, data)
+        """Raw commit-log bytes from a master (a slave's only way to write).
+
+        Returns False when ``offset`` is not where the log ends.
+
+        Raises:
+            StoreError: the store refuses writes (shut down, a failed sync,
+                a full disk: ``DiskFullError``); the reason is the message.
+        """
+        refusal = self._unwritable(replica=True)
+        if refusal:
+            raise (DiskFullError if self.disk_full_reason else StoreError)(refusal)
+        try:
+            done = self.commit_log.append_data(offset, data)
+        except DiskFullError as exc:
+            self.mark_disk_full(str(exc))
+            raise
         if done and self._wake_dispatch is not None:
             self._wake_dispatch()
         return done
+
+    def truncate_log(self, offset: int) -> int:
+        """Drop the log from ``offset`` on, and what was built from it (a slave whose
+        master lost those bytes; ``replication.truncate``); the bytes dropped."""
+        return replication.truncate(self.commit_log, self.queues, self.reput, offset)
+
+    def read_log(self, offset: int, size: int) -> memoryview | None:
+        """``size`` commit-log bytes at ``offset`` in one file, or None."""
+        return self.commit_log.read(offset, size)
+
+    def record_start(self, offset: int) -> int:
+        """Start of the commit-log record holding byte ``offset``."""
+        hint = self.reput.last_record_start
+        if hint >= self.reput.reput_from:  # dropped by a truncation since
+            hint = -1
+        return replication.record_start(self.commit_log, offset, hint)
+
+    def replication_source(self) -> replication.ReplicationSource:
+        """What a master streams to its slaves."""
+        return replication.ReplicationSource(self.commit_log)
 
     # -- steps -------------------------------------------------------------
 
@@ -466,10 +505,15 @@ class FileMessageStore:
         if self.index is None:
             return QueryMessageResult([], 0, 0)
         found = self.index.query(topic, key, max_num, begin_ts, end_ts)
-        views = [v for off in found.phy_offsets if (v := self.read_message(off)) is not None]
+        views = [v for off in found.phy_offsets if (v := self._indexed_record(off)) is not None]
         return QueryMessageResult(
             views, found.index_last_update_timestamp, found.index_last_update_phy_offset
         )
+
+    def _indexed_record(self, offset: int) -> memoryview | None:
+        """The record an index entry points at, if still the one it was (see truncate)."""
+        view = self.read_message(offset)
+        return replication.claims_offset(view, offset)
 
     # -- offsets and times ---------------------------------------------------
 

@@ -20,7 +20,13 @@ from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK
 from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.commitlog import CommitLog
 from apogee.store.consume_queue import ConsumeQueueTable
-from apogee.store.dispatch import DispatchEntry, Dispatcher, DispatchRequest, entry_from_meta
+from apogee.store.dispatch import (
+    DispatchEntry,
+    Dispatcher,
+    DispatchRequest,
+    entry_from_meta,
+    parse_run,
+)
 from apogee.store.interface import ArrivalListener
 
 _TX_MASK = 0xC
@@ -60,6 +66,9 @@ class Reput:
         self._sinks = [_sink(d) for d in self.dispatchers]
         self.arrival = arrival
         self.reput_from = 0
+        #: commit-log offset of the last record dispatched (a known record start)
+        self.last_record_start = -1
+        self._delays = commit_log.config.delay_levels_ms
         #: store time of the newest dispatched record (the checkpoint's logics time)
         self.last_store_timestamp = 0
         self.dispatched_count = 0
@@ -85,6 +94,7 @@ class Reput:
             if taken and taken[-1][2] >= self.reput_from:
                 taken = [entry for entry in taken if entry[2] < self.reput_from]
             if taken:
+                self.last_record_start = taken[-1][2]
                 self.last_store_timestamp = taken[-1][5]
                 self.dispatched_count += len(taken)
                 for sink in self._sinks:
@@ -94,6 +104,9 @@ class Reput:
         """The consume-queue part of :meth:`step`; ``taken`` collects the records."""
         handoff = self.commit_log.handoff
         limit = self.commit_log.readable_end  # pending write-through bytes wait
+        # A slave's log begins where its master's last file did, or retention
+        # removed what was never dispatched: carry on from the oldest byte.
+        self.reput_from = max(self.reput_from, self.commit_log.min_offset)
         cursor = self.reput_from
         done = 0
         while done < max_records:
@@ -117,14 +130,32 @@ class Reput:
                 if self.reput_from + handoff[0][3] > limit:
                     break  # not in the file yet
                 continue
-            parsed = self._parse_next(limit)
-            if parsed is None:
+            parsed = self._parse_records(limit, max_records - done)
+            if not parsed:
                 break
-            taken.append(parsed)
-            self._queue(taken, len(taken) - 1)
-            self.reput_from = cursor = parsed[2] + parsed[3]
-            done += 1
+            mark = len(taken)
+            taken += parsed
+            self._queue(taken, mark)
+            last = parsed[-1]
+            self.reput_from = cursor = last[2] + last[3]
+            done += len(parsed)
         return done
+
+    def _parse_records(self, limit: int, count: int) -> list[DispatchEntry]:
+        """Up to ``count`` records read from the log at the cursor: a run of the usual
+        ones at once (``parse_run``), else the one there (``_parse_next``)."""
+        seg = self.commit_log.queue.locate(self.reput_from)
+        if seg is not None:
+            pos = self.reput_from - seg.start
+            handoff = self.commit_log.handoff
+            # records appended by this process come from the hand-off
+            run_end = min(limit, handoff[0][2]) if handoff else limit
+            end = min(seg.wrote, run_end - seg.start)
+            run, _ = parse_run(seg.view, pos, end, seg.start, count, self._delays)
+            if run:
+                return run
+        parsed = self._parse_next(limit)
+        return [] if parsed is None else [parsed]
 
     def _parse_next(self, limit: int) -> DispatchEntry | None:
         """Read the record at the cursor from the log, skipping a blank end record."""

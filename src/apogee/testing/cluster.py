@@ -218,7 +218,8 @@ class NamesrvProcess(_Process):
 
 
 class BrokerProcess(_Process):
-    """``apogee broker`` with a broker.conf written from ``properties`` (small files by default)."""
+    """``apogee broker`` with a broker.conf written from ``properties`` (small files and a
+    free replication port by default)."""
 
     def __init__(
         self,
@@ -231,10 +232,14 @@ class BrokerProcess(_Process):
         wait_registration: bool | None = None,
     ) -> None:
         store_dir.mkdir(parents=True, exist_ok=True)
+        self.store_dir = store_dir
         port = port or free_port()
         log_dir = log_dir or store_dir.parent
         conf = log_dir / f"{store_dir.name}.conf"
-        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", **(properties or {})}
+        # A free replication port too: listenPort + 1 may belong to another process.
+        ha_port = str(free_port())
+        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
+                 **(properties or {})}  # fmt: skip
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]

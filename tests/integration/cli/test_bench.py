@@ -77,3 +77,25 @@ def test_bench_e2e_times_messages_from_send_to_delivery() -> None:
     assert sent - 1 <= delivered <= sent + 2 + 1, out
     assert 0 < out["e2e_p50_ms"] <= out["e2e_p99_ms"]  # type: ignore[operator]
     assert 0 < out["send_p50_ms"] <= out["send_p99_ms"]  # type: ignore[operator]
+
+
+def test_bench_produce_against_a_sync_master_and_its_slave() -> None:
+    out = apogee(
+        "bench", "produce", "--json", "--threads", "2", "--seconds", "1", "--warmup", "0.3",
+        "--replication", "sync",
+    )  # fmt: skip
+
+    assert out["replication"] == "sync"
+    rounds = out["rounds"]
+    assert isinstance(rounds, list) and len(rounds) == 1
+    (only,) = rounds
+    # counted only when answered SEND_OK: the slave had them (else SLAVE_NOT_AVAILABLE)
+    assert only["sent"] > 0, only
+
+
+def test_bench_replication_times_an_empty_slave_catching_up() -> None:
+    out = apogee("bench", "replication", "--json", "--size", "3000000", "--timeout", "60")
+
+    assert out["bytes"] >= 3_000_000  # type: ignore[operator]
+    assert isinstance(out["mb_per_s"], float) and out["mb_per_s"] > 0, out
+    assert out["dispatched_after_s"] >= 0, out  # type: ignore[operator]

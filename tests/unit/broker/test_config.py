@@ -173,3 +173,47 @@ def test_access_control_and_tls_keys() -> None:
     # what GET_BROKER_CONFIG answers never holds a secret
     assert "broker-secret" not in listed.values() and "key-password" not in listed.values()
     assert BrokerConfig().credentials is None
+
+
+def test_replication_keys_and_the_ha_port() -> None:
+    config = broker_config_from_properties({"listenPort": "10921"})
+    assert config.ha_port == 10922  # listenPort + 1
+    assert broker_config_from_properties({"listenPort": "0"}).ha_port == 0  # any free port
+    config = broker_config_from_properties(
+        {
+            "brokerRole": "SLAVE",
+            "brokerId": "2",
+            "haListenPort": "20000",
+            "haMasterAddress": "10.0.0.1:10912",
+            "haSendHeartbeatInterval": "1000",
+            "haHousekeepingInterval": "4000",
+            "haTransferBatchSize": "65536",
+            "haSlaveFallbehindMax": "1024",
+            "slaveReadEnable": "true",
+            "accessMessageInMemoryMaxRatio": "30",
+        }
+    )
+    assert config.ha_port == 20000
+    assert config.ha_master_address == "10.0.0.1:10912"
+    assert config.ha_send_heartbeat_interval_ms == 1000
+    assert config.ha_housekeeping_interval_ms == 4000
+    assert config.ha_transfer_batch_size == 65536
+    assert config.ha_max_gap_not_in_sync == 1024  # the 4.x name of haMaxGapNotInSync
+    assert config.slave_read_enable
+    # a slave counts data as cold 10 points earlier (RocketMQ's BrokerStartup)
+    assert config.store.access_message_in_memory_max_ratio_percent == 20
+    assert broker_config_from_properties({"haMaxGapNotInSync": "7"}).ha_max_gap_not_in_sync == 7
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"haListenPort": "70000"}, "haListenPort"),
+        ({"haSendHeartbeatInterval": "0"}, "haSendHeartbeatInterval"),
+        ({"haTransferBatchSize": "-1"}, "haTransferBatchSize"),
+        ({"haHousekeepingInterval": "x"}, "haHousekeepingInterval"),
+    ],
+)
+def test_bad_replication_values_are_named(props: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        broker_config_from_properties(props)

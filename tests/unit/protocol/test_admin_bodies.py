@@ -14,6 +14,9 @@ from apogee.model.stats import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    HAClientInfo,
+    HAConnectionInfo,
+    HARuntimeInfo,
     OffsetWrapper,
     TopicOffset,
     TopicStatsTable,
@@ -185,3 +188,33 @@ def test_broker_group_file_keeps_5x_fields() -> None:
         bodies.encode_subscription_group_wrapper(wrapper)
     )
     assert back.subscription_group_table == {"G": group}
+
+
+def test_ha_runtime_info_round_trip_and_java_field_names() -> None:
+    master = HARuntimeInfo(
+        master=True,
+        master_commit_log_max_offset=4096,
+        in_sync_slave_nums=1,
+        ha_connection_info=(HAConnectionInfo("10.0.0.2:51000", 4000, 96, True, 1024, 4096, 12),),
+    )
+    raw = admin_bodies.encode_ha_runtime_info(master)
+    obj = json.loads(raw)
+    assert obj["haConnectionInfo"][0] == {
+        "addr": "10.0.0.2:51000",
+        "slaveAckOffset": 4000,
+        "diff": 96,
+        "inSync": True,
+        "transferredByteInSecond": 1024,
+        "transferFromWhere": 4096,
+        "lagMillis": 12,
+    }
+    assert admin_bodies.decode_ha_runtime_info(raw) == master
+    slave = HARuntimeInfo(
+        False, ha_client_runtime_info=HAClientInfo("10.0.0.1:10912", 5, 77, 1, 2, 0, True)
+    )
+    assert admin_bodies.decode_ha_runtime_info(admin_bodies.encode_ha_runtime_info(slave)) == slave
+    # a Java broker's answer (fastjson names the boolean getters without "is")
+    java = b'{"haClientRuntimeInfo":{"activated":false,"masterAddr":"a:1"},"master":false}'
+    assert admin_bodies.decode_ha_runtime_info(java).ha_client_runtime_info.master_addr == "a:1"
+    with pytest.raises(ProtocolError, match="master"):
+        admin_bodies.decode_ha_runtime_info(b'{"master":"maybe"}')

@@ -1,7 +1,8 @@
 """The mqadmin commands, under mqadmin's own names and flags.
 
 Modules: ``topic`` (updateTopic, deleteTopic, topicList, topicRoute,
-topicStatus), ``cluster`` (clusterList, brokerStatus), ``group``
+topicStatus), ``cluster`` (clusterList, brokerStatus, updateBrokerConfig,
+wipeWritePerm, addWritePerm), ``ha`` (haStatus), ``group``
 (updateSubGroup, consumerProgress), ``message`` (queryMsgById,
 queryMsgByKey, sendMessage, consumeMessage), ``acl`` (updateAclConfig,
 deleteAclConfig, updateGlobalWhiteAddr, clusterAclConfigVersion);

@@ -1,5 +1,5 @@
-"""mqadmin's cluster and broker commands: clusterList, brokerStatus,
-updateBrokerConfig, wipeWritePerm and addWritePerm.
+"""mqadmin's cluster and broker commands: clusterList (with each broker's
+role), brokerStatus, updateBrokerConfig, wipeWritePerm and addWritePerm.
 
 Owns: their flags and output, and which runtime-info keys clusterList shows.
 Imports: click, ``apogee.admin``.
@@ -41,11 +41,17 @@ def _first_number(text: str | None) -> str:
     return text.split(" ")[0]
 
 
+def _role(b: BrokerSummary) -> str:
+    """The broker's role as it reports it, else what its id says."""
+    return b.runtime.get("brokerRole") or ("MASTER" if b.broker_id == 0 else "SLAVE")
+
+
 def _summary_json(b: BrokerSummary) -> dict[str, object]:
     doc: dict[str, object] = {
         "cluster": b.cluster,
         "brokerName": b.broker_name,
         "brokerId": b.broker_id,
+        "role": _role(b),
         "addr": b.addr,
         "version": b.runtime.get("brokerVersionDesc"),
         "inTps": _first_number(b.runtime.get("putTps")),
@@ -63,13 +69,13 @@ def cluster_list(*, namesrv: str, as_json: bool) -> None:
     if as_json:
         emit_json({"brokers": [_summary_json(b) for b in brokers]})
         return
-    t = table("#Cluster Name", "#Broker Name", "#BID", "#Addr", *_FIGURES.values())
+    t = table("#Cluster Name", "#Broker Name", "#BID", "#Role", "#Addr", *_FIGURES.values())
     for b in brokers:
         figures = [
             _first_number(b.runtime.get(key)) if key.endswith("Tps") else b.runtime.get(key, "-")
             for key in _FIGURES
         ]
-        t.add_row(b.cluster, b.broker_name, str(b.broker_id), b.addr, *figures)
+        t.add_row(b.cluster, b.broker_name, str(b.broker_id), _role(b), b.addr, *figures)
     print_table(t)
     print_lines([f"{b.addr}: no runtime figures: {b.error}" for b in brokers if b.error])
 

@@ -27,7 +27,8 @@ Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
   suggestWhichBrokerId, as strings.
 * A 19 with the SUSPEND bit is parked (long polling: the request's
   suspendTimeoutMillis; short polling: shortPollingTimeMills) unless it is a
-  re-run of a parked pull. A slave that may not serve reads answers 20.
+  re-run of a parked pull. A slave that may not serve reads answers 20
+  suggesting the master, with nextBeginOffset = the requested offset.
 * The COMMIT_OFFSET bit stores commitOffset for the group (first run only,
   masters only, offsets >= 0).
 * Every 21 a master answers is reported to ``on_offset_moved`` (the broker
@@ -175,6 +176,8 @@ class PullHandler:
         self, ctx: RequestContext, header: PullMessageRequestHeader, *, allow_suspend: bool
     ) -> RemotingCommand | None:
         request = ctx.request
+        if self._settings.is_slave and not self._settings.slave_read_enable:
+            return self._not_read_here(request, header)
         try:
             group = self._check(header)
             sub, sql = self._subscription(header)
@@ -227,6 +230,21 @@ class PullHandler:
                 self._count_found(header.consumer_group, header.topic, len(result.messages))
             return request.make_response(code, result.status.value, ext, result.messages)
         return request.make_response(code, result.status.value, ext)
+
+    def _not_read_here(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand:
+        """A slave without slaveReadEnable: try again at the master, from the same offset."""
+        topic, queue_id = header.topic, header.queue_id
+        ext = {
+            "suggestWhichBrokerId": str(MASTER_ID),
+            "nextBeginOffset": str(header.queue_offset),
+            "minOffset": str(max(self._store.min_offset_in_queue(topic, queue_id), 0)),
+            "maxOffset": str(self._store.max_offset_in_queue(topic, queue_id)),
+        }
+        return request.make_response(
+            ResponseCode.PULL_RETRY_IMMEDIATELY, "the slave does not serve reads", ext
+        )
 
     def _read(
         self, header: PullMessageRequestHeader, offset: int, codes: frozenset[int] | None
@@ -306,10 +324,6 @@ class PullHandler:
         settings = self._settings
         if not settings.permission.readable:
             raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not readable")
-        if settings.is_slave and not settings.slave_read_enable:
-            raise _RefusedError(
-                ResponseCode.PULL_RETRY_IMMEDIATELY, "the slave does not serve reads"
-            )
         group = self._groups.find_or_create(header.consumer_group)
         if group is None:
             raise _RefusedError(

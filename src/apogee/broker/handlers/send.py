@@ -12,11 +12,13 @@ when the C++ client compressed them), SYNC_FLUSH waits and the store-status
 -> response-code table. Imports: ``apogee.store`` (interface, results, config),
 ``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
 
-Hot path: the handler is synchronous and answers inline. Only a SYNC_FLUSH
-send with WAIT=true is answered later, from the group-commit future (one
-loop callback per flushed generation, never a task per request). Topics that
-passed the name and permission checks are cached until the topic table
-changes.
+Hot path: the handler is synchronous and answers inline. Only a send with
+WAIT=true to a SYNC_FLUSH or SYNC_MASTER broker is answered later, from the
+future of its group-commit generation, of its replication generation
+(``apogee.broker.ha.transfer``), or of both joined (one loop callback per
+generation, never a task per request). Topics that passed the name and
+permission checks are cached until the topic table changes. A slave refuses
+every send (SERVICE_NOT_AVAILABLE, as RocketMQ's store does).
 
 Status -> code (SendMessageProcessor.handlePutMessageResult):
 
@@ -34,6 +36,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from apogee.broker.config import BrokerConfig
 from apogee.broker.groups import SubscriptionGroupManager
@@ -98,6 +101,8 @@ class SendSettings:
     max_delay_level: int
     max_message_size_bytes: int
     sync_flush: bool = False
+    sync_master: bool = False
+    is_slave: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     reject_transaction_message: bool = False
@@ -113,6 +118,8 @@ class SendSettings:
             max_delay_level=len(config.store.delay_levels_ms),
             max_message_size_bytes=config.store.max_message_size_bytes,
             sync_flush=config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+            sync_master=config.is_sync_master,
+            is_slave=config.is_slave,
             region_id=config.region_id,
             trace_on=config.trace_on,
             reject_transaction_message=config.reject_transaction_message,
@@ -137,6 +144,16 @@ class _RefusedError(Exception):
 
 
 Waiter = tuple[RequestContext, PutResult, int, str | None]
+_SLAVE_REMARK = "service not available now: this broker is a slave; messages are sent to its master"
+
+
+class Replicas(Protocol):
+    """SYNC_MASTER's replication waiters (``apogee.broker.ha.transfer.GroupTransfer``)."""
+
+    def request(self, end_offset: int) -> Future[PutStatus]: ...
+    def join(
+        self, flushed: Future[PutStatus], replicated: Future[PutStatus]
+    ) -> Future[PutStatus]: ...
 
 
 class SendHandler:
@@ -152,8 +169,11 @@ class SendHandler:
         on_stored: Callable[[], None],
         loop: asyncio.AbstractEventLoop,
         transactions: TransactionBook,
+        replicas: Replicas | None = None,
     ) -> None:
         self._store = store
+        self._replicas = replicas if settings.sync_master else None
+        self._waits = settings.sync_flush or self._replicas is not None
         self._transactions = transactions
         self._topics = topics
         self._groups = groups
@@ -172,6 +192,8 @@ class SendHandler:
     # -- entry -----------------------------------------------------------------
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if self._settings.is_slave:
+            return request.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
         header = decode_send_header(request.code, request.ext_fields)
         props = header.properties or ""
         tx_id: str | None = None
@@ -189,7 +211,7 @@ class SendHandler:
             return request.make_response(refused.code, refused.remark)
         if result.status.is_stored:
             self._on_stored()
-            wait = self._settings.sync_flush and _WAIT_FALSE not in props
+            wait = self._waits and _WAIT_FALSE not in props
             if wait and result.status is PutStatus.PUT_OK:
                 return self._after_flush(ctx, result, queue_id, tx_id)
         return self._response(request, result.status, result, queue_id, tx_id)
@@ -391,6 +413,9 @@ class SendHandler:
         self, ctx: RequestContext, result: PutResult, queue_id: int, tx_id: str | None
     ) -> RemotingCommand | None:
         future = self._store.flush_future(result)
+        if self._replicas is not None:
+            replicated = self._replicas.request(result.end_offset)
+            future = self._replicas.join(future, replicated)
         if future.done():
             return self._response(ctx.request, future.result(), result, queue_id, tx_id)
         waiters = self._flushing.get(future)
@@ -420,7 +445,7 @@ class SendHandler:
         return sum(len(w) for w in self._flushing.values())
 
     async def drain(self, timeout_s: float) -> bool:
-        """Wait until every SYNC_FLUSH send is answered; False on timeout."""
+        """Wait until every SYNC_FLUSH or SYNC_MASTER send is answered; False on timeout."""
         deadline = self._loop.time() + timeout_s
         while self._flushing and self._loop.time() < deadline:
             await asyncio.sleep(0.005)
