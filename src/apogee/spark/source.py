@@ -9,7 +9,8 @@ optional consumer-group commit).
 Everything but ``read`` runs on the driver: the stream reader lives in one
 long-lived Python worker for the whole query, so the little state it keeps
 (when the last batch was admitted, the latest offsets it saw) is fine
-there. ``read`` runs on executors and keeps no state (``read_range``).
+there. With ``consumerGroup``, the offsets where the last finished batch
+ended are written to that group at every trigger (never read back). ``read`` runs on executors and keeps no state (``read_range``).
 
 Offsets, as written into the checkpoint: ``{"topic": {"broker": {"queueId":
 offset}}}``, the next offset to read per queue. A queue that appears while
@@ -123,6 +124,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planned_end: FlatOffsets = {}
         self._available_now: FlatOffsets | None = None
         self._last_admit_ms: float | None = None
+        self._group_offsets: FlatOffsets = {}
 
     @property
     def _cluster(self) -> Cluster:
@@ -152,6 +154,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Nested, limit: ReadLimit) -> Nested:
         begin = flatten(start)
+        # ``start`` is where the last finished batch ended: progress to show in the group
+        # (commit() alone would lag one batch: Spark calls it when the next batch starts)
+        self._commit_group(begin)
         latest = self._refresh()
         if self._available_now is not None:
             latest = {
@@ -214,14 +219,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(partition, self.opts)
 
     def commit(self, end: Nested) -> None:
+        self._commit_group(flatten(end))
+
+    def _commit_group(self, done: FlatOffsets) -> None:
         group = self.opts.consumer_group
-        if group is None:
+        if group is None or not done or done == self._group_offsets:
             return
+        if not self._queues:
+            self._refresh()
         by_key = {_key(q): q for q in self._queues}
-        done = [(by_key[k], off) for k, off in flatten(end).items() if k in by_key]
-        topics = sorted({q.topic for q, _ in done})
+        offsets = [(by_key[k], off) for k, off in sorted(done.items()) if k in by_key]
+        topics = sorted({q.topic for q, _ in offsets})
         try:
-            self._cluster.commit_group(group, done, topics)
+            self._cluster.commit_group(group, offsets, topics)
+            self._group_offsets = dict(done)
         except Exception:
             # the group is a view for operators; the checkpoint stays the truth
             log.exception("could not commit the progress of consumer group %s", group)
