@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+import apogee.spark
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
 from tests.spark.helpers import SparkCluster
-
-pytest.importorskip("pyspark", reason="the apogee[spark] extra is not installed")
 
 TRANSACTION_CHECKS = {
     "transactionCheckInterval": "1000",
@@ -53,12 +53,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import apogee.spark
-
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[2,4]")

@@ -10,7 +10,8 @@ Everything but ``read`` runs on the driver: the stream reader lives in one
 long-lived Python worker for the whole query, so the little state it keeps
 (when the last batch was admitted, the latest offsets it saw) is fine
 there. With ``consumerGroup``, the offsets where the last finished batch
-ended are written to that group at every trigger (never read back). ``read`` runs on executors and keeps no state (``read_range``).
+ended are written to that group at every trigger (never read back).
+``read`` runs on executors and keeps no state (``read_range``).
 
 Offsets, as written into the checkpoint: ``{"topic": {"broker": {"queueId":
 offset}}}``, the next offset to read per queue. A queue that appears while
