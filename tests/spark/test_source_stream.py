@@ -14,6 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from apogee.model.message import Message
 from apogee.spark.options import parse_source
 from apogee.spark.planning import flatten
+from apogee.spark.reading import QueueRange
 from apogee.spark.source import StreamReader
 from tests.spark.helpers import SparkCluster
 
@@ -103,7 +104,9 @@ def test_admission_control_min_rows_waits_max_rows_splits_by_backlog(
         assert sum(v - flatten(start)[k] for k, v in limited.items()) == 13
         everything = flatten(reader.latestOffset(start, ReadAllAvailable()))
         assert {k[2]: v for k, v in everything.items()} == {0: 40, 1: 10, 2: 0, 3: 2}
-        parts = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+        planned = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+        parts = [p for p in planned if isinstance(p, QueueRange)]
+        assert len(parts) == len(planned)
         assert sorted((p.queue.queue_id, p.start, p.end) for p in parts) == [
             (0, 0, 40),
             (1, 0, 10),

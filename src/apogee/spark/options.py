@@ -213,8 +213,10 @@ def _offset_spec(opts: Mapping[str, str], prefix: str, *, default: str) -> Offse
 
 def _lower(raw: Mapping[str, str], known: set[str], what: str) -> dict[str, str]:
     opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
-    # Spark adds the path of load(path)/save(path); this format has no use for one.
-    opts.pop("path", None)
+    # Spark passes along the path of load(path)/save(path) and a stream's checkpoint
+    # location and query name; this format has no use for them.
+    for passed_along in ("path", "checkpointlocation", "queryname"):
+        opts.pop(passed_along, None)
     unknown = sorted(set(opts) - known)
     if unknown:
         raise ConfigError(f"unknown {what} option(s) of format 'rocketmq': {', '.join(unknown)}")
