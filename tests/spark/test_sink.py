@@ -55,9 +55,9 @@ def test_a_batch_write_delivers_every_row_with_its_columns(
     rows.append((b"later", None, None, None, None, 1))  # delay level 1: one second
     df = spark.createDataFrame(rows, ROW_SCHEMA).coalesce(1)
 
-    df.write.format("rocketmq").option("namesrv", cluster.namesrv).option(
-        "topic", topic_name
-    ).mode("append").save()
+    df.write.format("rocketmq").option("namesrv", cluster.namesrv).option("topic", topic_name).mode(
+        "append"
+    ).save()
 
     got = [m for m in cluster.read(topic_name) if m.body != b"later"]
     by_body = {m.body: m for m in got}
