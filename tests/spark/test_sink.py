@@ -95,7 +95,7 @@ def fail_once(marker: Path) -> Any:
 
 
 def run_pipeline(
-    spark: Any, cluster: SparkCluster, source: str, result: str, work: Path, exactly_once: bool
+    spark: Any, cluster: SparkCluster, source: str, result: str, work: Path, *, exactly_once: bool
 ) -> None:
     df = (
         spark.readStream.format("rocketmq")

@@ -69,7 +69,7 @@ def test_exactly_once_when_the_driver_dies_before_and_after_the_commit_point(
         marker = work / f"{point}.paused"
         driver = start_driver(cluster, args, f"{point}:{batch}:{marker}", log)
         try:
-            wait_for(lambda m=marker: m.exists() or driver.poll() is not None, timeout_s=180)
+            wait_for(lambda m=marker, d=driver: m.exists() or d.poll() is not None, timeout_s=180)
             assert marker.exists(), log.read_text(errors="replace")[-3000:]
         finally:
             kill(driver)
