@@ -41,7 +41,7 @@ def test_a_batch_write_delivers_every_row_with_its_columns(
     spark: Any, cluster: SparkCluster, topic_name: str
 ) -> None:
     cluster.create_topic(topic_name, 4)
-    rows = [
+    rows: list[tuple[Any, ...]] = [
         (
             b"\x00row\x00%d" % i,
             f"tag{i % 2}",
