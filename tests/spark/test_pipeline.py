@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from apogee.spark.orders import JobConfig, generate, run_until_idle, start
 from tests.spark.helpers import SparkCluster
+from tests.spark.standalone import StandaloneCluster
 
 START_MS = 1_700_000_040_000  # on a minute boundary
 Windows = dict[tuple[int, str], tuple[float, int]]
@@ -86,3 +91,42 @@ def _debug(got: Windows, want: Windows) -> str:
     extra = sorted(set(got) - set(want))
     diff = sorted(k for k in set(got) & set(want) if got[k] != want[k])
     return f"missing {missing} extra {extra} differ {[(k, got[k], want[k]) for k in diff]}"
+
+
+@pytest.mark.cluster
+def test_the_orders_job_on_a_standalone_cluster_matches_plain_python(
+    spark: Any, cluster: SparkCluster, topic_name: str, work: Path
+) -> None:
+    source, result = f"{topic_name}orders", f"{topic_name}revenue"
+    cluster.create_topic(source, 4)
+    cluster.create_topic(result, 4)
+    generate(cluster.namesrv, source, 2400, start_ms=START_MS)
+    standalone = StandaloneCluster(work / "standalone")
+    (work / "standalone").mkdir()
+    standalone.start()
+    try:
+        job = subprocess.run(
+            [
+                sys.executable, "-m", "apogee", "pipeline", "orders",
+                "--namesrv", cluster.namesrv, "--master", standalone.master_url,
+                "--source-topic", source, "--result-topic", result,
+                "--workdir", str(work / "job"), "--once",
+                "--conf", "spark.executor.memory=512m",
+                "--conf", "spark.ui.enabled=false",
+            ],
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-5000:]
+        apps = standalone.state()["completedapps"] + standalone.state()["activeapps"]
+    finally:
+        standalone.stop()
+    # the executors ran in the workers' own JVMs, one per worker
+    executors = standalone.executor_logs()
+    assert {p.parents[2].name for p in executors} == {"worker0", "worker1"}
+    assert any(a["name"] == "apogee-orders-pipeline" for a in apps)
+    want = expected_windows(cluster, source)
+    assert len(want) == 4 * 4
+    got = topic_windows(cluster, result)
+    assert close(got, want), _debug(got, want)
+    assert close(parquet_windows(spark, work / "job" / "parquet"), want)
