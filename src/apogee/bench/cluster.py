@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import click
@@ -55,11 +55,17 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float =
 
 
 @contextlib.contextmanager
-def cluster(root: Path, flush: str) -> Iterator[tuple[str, int]]:
-    """A name server and a broker as processes; yields (namesrv address, broker pid)."""
+def cluster(
+    root: Path, flush: str, properties: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, int]]:
+    """A name server and a broker as processes; yields (namesrv address, broker pid).
+
+    ``properties`` are more broker.conf settings.
+    """
     ns_port, broker_port = _free_port(), _free_port()
     conf = root / "broker.conf"
-    conf.write_text(f"brokerIP1=127.0.0.1\nflushDiskType={flush}\n")
+    extra = "".join(f"{k}={v}\n" for k, v in (properties or {}).items())
+    conf.write_text(f"brokerIP1=127.0.0.1\nflushDiskType={flush}\n{extra}")
     log = open(root / "cluster.log", "wb")  # noqa: SIM115  # shared by both children
     procs: list[subprocess.Popen[bytes]] = []
     try:

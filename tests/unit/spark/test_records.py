@@ -13,7 +13,7 @@ from apogee.model.subscription import SubscriptionData
 from apogee.spark.records import ARROW_SCHEMA, ColumnBuilder
 
 
-def record(offset: int, body: bytes, props: dict[str, str], **kw: int) -> bytes:
+def record(offset: int, body: bytes, props: dict[str, str], sys_flag: int = 0) -> bytes:
     return encode_record(
         topic="t",
         body=body,
@@ -25,7 +25,7 @@ def record(offset: int, body: bytes, props: dict[str, str], **kw: int) -> bytes:
         store_timestamp=1_700_000_000_500 + offset,
         store_host=("10.0.0.1", 10911),
         reconsume_times=offset % 3,
-        **kw,
+        sys_flag=sys_flag,
     )
 
 
