@@ -66,9 +66,8 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
         return
     for key, value in figures.items():
         if key != "profile":
-            click.echo(
-                f"{key:>34}: {value:,.0f}" if isinstance(value, float) else f"{key:>34}: {value}"
-            )
+            text = f"{value:,.0f}" if isinstance(value, float) and value > 10 else f"{value}"
+            click.echo(f"{key:>56}: {text}")
     if "profile" in figures:
         click.echo(figures["profile"])
 
