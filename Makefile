@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml $(wildcard src/apogee/*.c src/apogee/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines]'
 	touch $(STAMP)
 
 # Spark (the apogee[spark] extra) needs Java 17 or newer. Checked on every run, installed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -15,8 +16,9 @@ import pytest
 
 from apogee.spark.orders import JobConfig, generate, run_until_idle, start
 from tests.spark.helpers import SparkCluster
-from tests.spark.standalone import StandaloneCluster
+from tests.spark.standalone import SPARK_HOME, StandaloneCluster
 
+ROOT = Path(__file__).resolve().parents[2]
 START_MS = 1_700_000_040_000  # on a minute boundary
 Windows = dict[tuple[int, str], tuple[float, int]]
 
@@ -130,3 +132,37 @@ def test_the_orders_job_on_a_standalone_cluster_matches_plain_python(
     got = topic_windows(cluster, result)
     assert close(got, want), _debug(got, want)
     assert close(parquet_windows(spark, work / "job" / "parquet"), want)
+
+
+def test_the_orders_job_as_a_declarative_pipeline_matches_plain_python(
+    cluster: SparkCluster, topic_name: str, work: Path
+) -> None:
+    source, result = f"{topic_name}orders", f"{topic_name}revenue"
+    cluster.create_topic(source, 4)
+    cluster.create_topic(result, 4)
+    generate(cluster.namesrv, source, 2400, start_ms=START_MS)
+    project = work / "declarative-orders"
+    shutil.copytree(ROOT / "examples" / "declarative-orders", project)
+    spec = project / "spark-pipeline.yml"
+    storage = f"file://{work / 'storage'}"
+    spec.write_text(spec.read_text().replace("file:///tmp/apogee-orders-pipeline/storage", storage))
+    env = {
+        **os.environ,
+        "APOGEE_NAMESRV": cluster.namesrv,
+        "APOGEE_SOURCE_TOPIC": source,
+        "APOGEE_RESULT_TOPIC": result,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    run = subprocess.run(
+        [str(SPARK_HOME / "bin" / "spark-pipelines"), "run", "--spec", str(spec)],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    output = run.stdout + run.stderr
+    assert "Run is COMPLETED" in output, output[-5000:]
+    # PySpark 4.3's Connect client trips over the accumulator updates of Python workers at
+    # the end of the event stream, after the run completed; that is its only failure here.
+    assert run.returncode == 0 or "UNKNOWN_RESPONSE" in output, output[-5000:]
+    want = expected_windows(cluster, source)
+    got = topic_windows(cluster, result)
+    assert close(got, want), _debug(got, want)

@@ -56,6 +56,9 @@ EVENT_SCHEMA = StructType(
 )
 
 
+RESULT_COLUMNS = ("windowStart", "windowEnd", "region", "revenue", "orders")
+
+
 @dataclass(frozen=True, slots=True)
 class JobConfig:
     namesrv: str
@@ -154,16 +157,21 @@ def revenue_frame(spark: SparkSession, config: JobConfig) -> DataFrame:
     )
 
 
-def start(spark: SparkSession, config: JobConfig) -> list[StreamingQuery]:
-    """Start the two output queries (result topic, exactly once; Parquet)."""
-    results = revenue_frame(spark, config)
-    checkpoint = Path(config.checkpoint_dir)
-    to_topic = results.select(
-        F.to_json(F.struct(*results.columns)).alias("body"),
+def as_messages(results: DataFrame) -> DataFrame:
+    """Result rows as the sink's columns: a JSON body, tag, keys and sharding key."""
+    return results.select(
+        F.to_json(F.struct(*RESULT_COLUMNS)).alias("body"),
         F.lit("revenue").alias("tags"),
         F.col("region").alias("keys"),
         F.col("region").alias("shardingKey"),
     )
+
+
+def start(spark: SparkSession, config: JobConfig) -> list[StreamingQuery]:
+    """Start the two output queries (result topic, exactly once; Parquet)."""
+    results = revenue_frame(spark, config)
+    checkpoint = Path(config.checkpoint_dir)
+    to_topic = as_messages(results)
     queries = []
     for name, frame, writer_format, options in (
         (
