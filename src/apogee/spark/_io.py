@@ -332,41 +332,60 @@ class Cluster:
         _require_ok(result)
         return result
 
-    def send_half(self, q: QueueRef, message: Message, group: str) -> Future[HalfRef]:
-        """Start a half-message send; this process then answers ``group``'s checks."""
-        return self.submit(self._send_half(q, message, group))
+    def send_halves(
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, window: int
+    ) -> Future[list[HalfRef]]:
+        """Start sending ``rows`` as half messages, ``window`` at a time; refs in row order.
 
-    async def _send_half(self, q: QueueRef, message: Message, group: str) -> HalfRef:
-        if q.addr not in self._heartbeat_addrs or group not in self._producer_groups:
+        This process then answers ``group``'s transaction checks (see ``answer_checks``).
+        """
+        return self.submit(self._send_halves(rows, group, window))
+
+    async def _send_halves(
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, window: int
+    ) -> list[HalfRef]:
+        for addr in sorted({q.addr for q, _ in rows} - self._heartbeat_addrs):
+            self._heartbeat_addrs.add(addr)
             self._producer_groups.add(group)
-            self._heartbeat_addrs.add(q.addr)
-            await self._heartbeat(q.addr)
-            self._start_heartbeats()
-        result = await send_half(
-            self.broker_api,
-            q.addr,
-            q.broker_name,
-            message,
-            queue_id=q.queue_id,
-            producer_group=group,
-        )
-        _require_ok(result)
-        return (
-            q.addr,
-            q.topic,
-            result.queue_offset,
-            parse_offset_msg_id(result.offset_msg_id).offset,
-            result.msg_id,
-            result.transaction_id or result.msg_id,
-        )
+            await self._heartbeat(addr)
+        if group not in self._producer_groups:
+            self._producer_groups.add(group)
+            for addr in sorted(self._heartbeat_addrs):
+                await self._heartbeat(addr)
+        self._start_heartbeats()
+        gate = asyncio.Semaphore(window)
+
+        async def one(q: QueueRef, message: Message) -> HalfRef:
+            async with gate:
+                result = await send_half(
+                    self.broker_api,
+                    q.addr,
+                    q.broker_name,
+                    message,
+                    queue_id=q.queue_id,
+                    producer_group=group,
+                )
+            _require_ok(result)
+            return (
+                q.addr,
+                q.topic,
+                result.queue_offset,
+                parse_offset_msg_id(result.offset_msg_id).offset,
+                result.msg_id,
+                result.transaction_id or result.msg_id,
+            )
+
+        return list(await asyncio.gather(*(one(q, m) for q, m in rows)))
 
     def end_transactions(
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState
     ) -> None:
-        """Commit or roll back half messages, each answer awaited.
+        """Commit or roll back half messages; returns once every broker has handled them.
 
-        They go out in the order given, pipelined on one connection per broker,
-        so messages of one queue become visible in the order they were sent.
+        They go out oneway, as RocketMQ producers send them, in the order given on
+        one connection per broker (so messages of one queue become visible in the
+        order they were sent); then one ordinary request per broker, answered
+        only after everything before it on that connection was handled.
         """
         self.run(self._end_all(halves, group, state), timeout_s=max(60.0, len(halves) / 500))
 
@@ -374,10 +393,8 @@ class Cluster:
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState
     ) -> None:
         api = self.broker_api
-        window = asyncio.Semaphore(512)
-
-        async def one(half: HalfRef) -> None:
-            addr, topic, queue_offset, log_offset, msg_id, tx_id = half
+        barriers: dict[str, tuple[str, int]] = {}
+        for addr, topic, queue_offset, log_offset, msg_id, tx_id in halves:
             header = h.EndTransactionRequestHeader(
                 producer_group=group,
                 tran_state_table_offset=queue_offset,
@@ -387,16 +404,13 @@ class Cluster:
                 topic=topic,
                 transaction_id=tx_id,
             )
-            try:
-                await api.end_transaction(addr, header, oneway=False)
-            finally:
-                window.release()
+            await api.end_transaction(addr, header, oneway=True)
+            barriers.setdefault(addr, (topic, 0))
+        await self._gather(api.get_max_offset(a, t, q) for a, (t, q) in barriers.items())
 
-        tasks: list[asyncio.Task[None]] = []
-        for half in halves:
-            await window.acquire()
-            tasks.append(asyncio.ensure_future(one(half)))
-        await asyncio.gather(*tasks)
+    def answer_checks(self, group: str, listener: CheckListener) -> None:
+        """Answer the broker's checks of ``group``'s half messages with ``listener``."""
+        self.checks.add_listener(group, listener)
 
     def ensure_topic(self, topic: str, queues: int = 1) -> list[QueueRef]:
         """The topic's writable queues, creating it on the first broker of the cluster if needed."""
@@ -422,10 +436,6 @@ class Cluster:
                 return found
             await asyncio.sleep(0.05)
         raise ClientError(f"topic {topic} was created but has no route after 10 s")
-
-    def answer_checks(self, group: str, listener: CheckListener) -> None:
-        """Answer the broker's checks of ``group``'s half messages with ``listener``."""
-        self.checks.add_listener(group, listener)
 
     async def _heartbeat(self, addr: str) -> None:
         producers = tuple(ProducerData(g) for g in sorted(self._producer_groups))

@@ -220,21 +220,29 @@ def _send_halves(
     router = _Router(cluster, _partition_id())
     token = uuid.uuid4().hex
     tag = TxnTag(sink_id, batch_id, token).text()
-    pending: deque[Future[HalfRef]] = deque()
-    halves: list[HalfRef] = []
     window = max(opts.max_in_flight, 1) * 8
+    pending: deque[Future[list[HalfRef]]] = deque()
+    halves: list[HalfRef] = []
+    chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
+
+    def ship() -> None:
+        pending.append(cluster.send_halves(chunk, opts.producer_group, window))
+        while len(pending) > 2:  # one chunk on the wire while the next is built
+            halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
+
     for batch in batches:
         for msg, shard in _rows(batch, opts):
             rows += 1
             msg.properties[TXN_PROPERTY] = tag
-            pending.append(
-                cluster.send_half(router.queue(msg.topic, shard), msg, opts.producer_group)
-            )
-            while len(pending) > window:
-                halves.append(pending.popleft().result(opts.send_timeout_s * 2))
+            chunk.append((router.queue(msg.topic, shard), msg))
+            if len(chunk) >= window:
+                ship()
+                chunk = []
+    if chunk:
+        ship()
     while pending:
-        halves.append(pending.popleft().result(opts.send_timeout_s * 2))
+        halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
     return SinkCommit(rows, sink_id, batch_id, token, halves)
 
 
