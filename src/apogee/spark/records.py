@@ -23,6 +23,7 @@ import zlib
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
@@ -68,7 +69,10 @@ SOURCE_SCHEMA = StructType(
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
 
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
-_HEAD = struct.Struct(">iiiiiqqiq")
+# BORNHOST STORETIMESTAMP STOREHOST RECONSUMETIMES PREPARED BODYLEN, for IPv4 hosts
+_V4_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+assert _V4_HEAD.size == 88
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
@@ -113,58 +117,59 @@ class ColumnBuilder:
         size = len(body)
         next_offset = -1
         view = memoryview(body)
+        matching = sub is not None and not sub.is_all
+        v4_head, v6_flags, v2_magic = _V4_HEAD.unpack_from, _V6_FLAGS, MESSAGE_MAGIC_CODE_V2
+        offsets, msg_ids, tags, keys = self.offsets, self.msg_ids, self.tags, self.keys
+        bodies, born_list, stored_list = self.bodies, self.born, self.stored
+        reconsumes, prop_keys, prop_values = self.reconsumes, self.prop_keys, self.prop_values
+        prop_offsets = self.prop_offsets
         while pos < size:
-            total, magic, _crc, _qid, _flag, qoff, phys, sysflag, born = _HEAD.unpack_from(
-                body, pos
-            )
+            if size - pos < _V4_HEAD.size:
+                raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
+            fields = v4_head(body, pos)
+            total, magic, _crc, _qid, _flag, qoff, phys, sysflag, born = fields[:9]
+            stored, store_host, reconsume, _prepared, body_len = fields[10:]
             if total <= 0 or pos + total > size:
                 raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
             if qoff >= end_offset:
                 break
             next_offset = qoff + 1
-            at = pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8)
-            (stored,) = _Q.unpack_from(body, at)
-            at += 8
-            host_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
-            store_host = body[at : at + host_len]
-            at += host_len
-            (reconsume,) = _I.unpack_from(body, at)
-            at += 12  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET
-            (body_len,) = _I.unpack_from(body, at)
-            at += 4
+            if sysflag & v6_flags:
+                stored, store_host, reconsume, body_len, at = _v6_fields(body, pos, sysflag)
+            else:
+                at = pos + _V4_HEAD.size
             value = body[at : at + body_len]
             at += body_len
-            if magic == MESSAGE_MAGIC_CODE_V2:
+            if magic == v2_magic:
                 (topic_len,) = _H.unpack_from(body, at)
-                at += 2
+                at += 2 + topic_len
             else:
-                topic_len = body[at]
-                at += 1
-            at += topic_len
+                at += 1 + body[at]
             (props_len,) = _H.unpack_from(body, at)
             at += 2
-            props_text = str(view[at : at + props_len], "utf-8") if props_len else ""
             pos += total
-            props = _parse(props_text)
+            props = _parse(str(view[at : at + props_len], "utf-8")) if props_len else {}
             tag = props.get(PROPERTY_TAGS)
-            if sub is not None and not sub.is_all and not sub.matches_tag(tag):
+            if matching and not sub.matches_tag(tag):  # type: ignore[union-attr]
                 continue
             if sysflag & COMPRESSED_FLAG:
                 value = _inflate(value, sysflag)
-            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            self.offsets.append(qoff)
-            self.msg_ids.append(uniq or (store_host + _Q.pack(phys)).hex().upper())
-            self.tags.append(tag)
-            self.keys.append(props.get(PROPERTY_KEYS))
-            self.bodies.append(value)
+            offsets.append(qoff)
+            msg_ids.append(
+                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                or (store_host + _Q.pack(phys)).hex().upper()
+            )
+            tags.append(tag)
+            keys.append(props.get(PROPERTY_KEYS))
+            bodies.append(value)
             for name, text in props.items():
                 if name not in _TAKEN_OUT:
-                    self.prop_keys.append(name)
-                    self.prop_values.append(text)
-            self.prop_offsets.append(len(self.prop_keys))
-            self.born.append(born * 1000)
-            self.stored.append(stored * 1000)
-            self.reconsumes.append(reconsume)
+                    prop_keys.append(name)
+                    prop_values.append(text)
+            prop_offsets.append(len(prop_keys))
+            born_list.append(born)
+            stored_list.append(stored)
+            reconsumes.append(reconsume)
         return next_offset
 
     def flush(self) -> pa.RecordBatch:
@@ -187,12 +192,27 @@ class ColumnBuilder:
             pa.array(self.keys, pa.string()),
             pa.array(self.bodies, pa.binary()),
             props,
-            pa.array(self.born, utc),
-            pa.array(self.stored, utc),
+            _millis(self.born, utc),
+            _millis(self.stored, utc),
             pa.array(self.reconsumes, pa.int32()),
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _v6_fields(body: bytes, pos: int, sysflag: int) -> tuple[int, bytes, int, int, int]:
+    """STORETIMESTAMP, STOREHOST, RECONSUMETIMES, BODYLEN and the body's position
+    of a record with an IPv6 born or store host."""
+    at = pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+    (stored,) = _Q.unpack_from(body, at)
+    at += 8
+    host_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+    store_host = body[at : at + host_len]
+    at += host_len
+    (reconsume,) = _I.unpack_from(body, at)
+    at += 12  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET
+    (body_len,) = _I.unpack_from(body, at)
+    return stored, store_host, reconsume, body_len, at + 4
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -204,6 +224,11 @@ def _parse(text: str) -> dict[str, str]:
         if name and value:
             out[name] = value
     return out
+
+
+def _millis(values: list[int], kind: pa.DataType) -> pa.Array:
+    """Epoch milliseconds as Spark's timestamps (microseconds, UTC)."""
+    return pc.multiply(pa.array(values, pa.int64()), 1000).cast(kind)
 
 
 def _inflate(value: bytes, sysflag: int) -> bytes:
