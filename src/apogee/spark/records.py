@@ -6,11 +6,13 @@ Arrow twin, and ``ColumnBuilder``, which walks the records of pull bodies
 lists and hands them out as ``pyarrow.RecordBatch``es, so no per-message
 object is ever made.
 
-Per record only what the columns need is read: the fixed fields with one
-``struct`` call, the body, topic and property string by slicing. Tags, keys
-and the unique key are taken out of the property string; ``properties``
-holds the rest. ``msgId`` is the producer's unique key (what consumers call
-msgId), or the offset message id when the producer set none.
+The Python loop per record does only what has to be sequential: the fixed
+fields with one ``struct`` call, the body and the raw property string by
+slicing. The property strings are then parsed for the whole batch with Arrow
+compute (split, filter, a group-by only when a name repeats): tags, keys and
+the unique key become their columns, ``properties`` holds the rest. ``msgId``
+is the producer's unique key (what consumers call msgId), or the offset
+message id when the producer set none.
 
 A TAG subscription is matched on the exact tag here too: the broker filters
 on tag hash codes, and two tags may share one.
@@ -22,6 +24,7 @@ import struct
 import zlib
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -46,6 +49,7 @@ from apogee.model.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
+    property_value,
 )
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
@@ -91,13 +95,9 @@ class ColumnBuilder:
 
     def _reset(self) -> None:
         self.offsets: list[int] = []
-        self.msg_ids: list[str] = []
-        self.tags: list[str | None] = []
-        self.keys: list[str | None] = []
         self.bodies: list[bytes] = []
-        self.prop_keys: list[str] = []
-        self.prop_values: list[str] = []
-        self.prop_offsets: list[int] = [0]
+        self.props: list[bytes] = []
+        self.ids: list[bytes] = []  # STOREHOST + PHYSICALOFFSET: the offset message id
         self.born: list[int] = []
         self.stored: list[int] = []
         self.reconsumes: list[int] = []
@@ -106,7 +106,7 @@ class ColumnBuilder:
         return len(self.offsets)
 
     # One flat loop on purpose: a helper call per record costs more than its decoding.
-    def add(self, body: bytes, end_offset: int, sub: SubscriptionData | None) -> int:  # noqa: PLR0915
+    def add(self, body: bytes, end_offset: int, sub: SubscriptionData | None) -> int:
         """Append the records of a pull body with queue offsets below ``end_offset``.
 
         Returns the queue offset after the last record looked at (kept or
@@ -119,10 +119,8 @@ class ColumnBuilder:
         view = memoryview(body)
         matching = sub is not None and not sub.is_all
         v4_head, v6_flags, v2_magic = _V4_HEAD.unpack_from, _V6_FLAGS, MESSAGE_MAGIC_CODE_V2
-        offsets, msg_ids, tags, keys = self.offsets, self.msg_ids, self.tags, self.keys
-        bodies, born_list, stored_list = self.bodies, self.born, self.stored
-        reconsumes, prop_keys, prop_values = self.reconsumes, self.prop_keys, self.prop_values
-        prop_offsets = self.prop_offsets
+        offsets, bodies, props, ids = self.offsets, self.bodies, self.props, self.ids
+        born_list, stored_list, reconsumes = self.born, self.stored, self.reconsumes
         while pos < size:
             if size - pos < _V4_HEAD.size:
                 raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
@@ -148,25 +146,17 @@ class ColumnBuilder:
             (props_len,) = _H.unpack_from(body, at)
             at += 2
             pos += total
-            props = _parse(str(view[at : at + props_len], "utf-8")) if props_len else {}
-            tag = props.get(PROPERTY_TAGS)
-            if matching and not sub.matches_tag(tag):  # type: ignore[union-attr]
-                continue
+            raw = body[at : at + props_len]
+            if matching:
+                tag = property_value(str(view[at : at + props_len], "utf-8"), PROPERTY_TAGS)
+                if not sub.matches_tag(tag):  # type: ignore[union-attr]
+                    continue
             if sysflag & COMPRESSED_FLAG:
                 value = _inflate(value, sysflag)
             offsets.append(qoff)
-            msg_ids.append(
-                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                or (store_host + _Q.pack(phys)).hex().upper()
-            )
-            tags.append(tag)
-            keys.append(props.get(PROPERTY_KEYS))
             bodies.append(value)
-            for name, text in props.items():
-                if name not in _TAKEN_OUT:
-                    prop_keys.append(name)
-                    prop_values.append(text)
-            prop_offsets.append(len(prop_keys))
+            props.append(raw)
+            ids.append(store_host + _Q.pack(phys))
             born_list.append(born)
             stored_list.append(stored)
             reconsumes.append(reconsume)
@@ -176,20 +166,20 @@ class ColumnBuilder:
         """The rows added since the last flush, as one RecordBatch of ``ARROW_SCHEMA``."""
         n = len(self.offsets)
         utc = pa.timestamp("us", tz="UTC")
-        props = pa.MapArray.from_arrays(
-            pa.array(self.prop_offsets, pa.int32()),
-            pa.array(self.prop_keys, pa.string()),
-            pa.array(self.prop_values, pa.string()),
-            type=ARROW_SCHEMA.field("properties").type,
-        )
+        props, picked = _properties(self.props)
+        tags, keys, uniq = picked
+        if uniq.null_count:
+            # the offset message id where the producer set no unique key
+            offset_ids = pa.array([i.hex().upper() for i in self.ids], pa.string())
+            uniq = pc.coalesce(uniq, offset_ids)
         columns: list[Any] = [
             pa.repeat(self.topic, n).cast(pa.string()) if n else pa.array([], pa.string()),
             pa.repeat(self.broker_name, n).cast(pa.string()) if n else pa.array([], pa.string()),
             pa.repeat(self.queue_id, n).cast(pa.int32()) if n else pa.array([], pa.int32()),
             pa.array(self.offsets, pa.int64()),
-            pa.array(self.msg_ids, pa.string()),
-            pa.array(self.tags, pa.string()),
-            pa.array(self.keys, pa.string()),
+            uniq,
+            tags,
+            keys,
             pa.array(self.bodies, pa.binary()),
             props,
             _millis(self.born, utc),
@@ -198,6 +188,53 @@ class ColumnBuilder:
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _properties(raw: list[bytes]) -> tuple[pa.Array, list[pa.Array]]:
+    """Property strings -> the ``properties`` map and the TAGS, KEYS, UNIQ_KEY columns.
+
+    RocketMQ's rules (``apogee.model.message``), in Arrow compute instead of a
+    Python loop per message: pairs split at 0x02, name and value at the first
+    0x01, pairs with an empty name or value dropped, a later duplicate name wins.
+    """
+    n = len(raw)
+    texts = pa.array(raw, pa.binary()).cast(pa.string())
+    pieces = pc.split_pattern(texts, "\x02")
+    parents = pc.list_parent_indices(pieces)
+    flat = pc.list_flatten(pieces)
+    has_pair = pc.match_substring(flat, "\x01")
+    split = pc.split_pattern(pc.filter(flat, has_pair), "\x01", max_splits=1)
+    names, values = pc.list_element(split, 0), pc.list_element(split, 1)
+    valid = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
+    table = pa.table(
+        {
+            "row": pc.filter(pc.filter(parents, has_pair), valid),
+            "at": pc.filter(pa.array(np.arange(len(names), dtype=np.int64)), valid),
+            "k": pc.filter(names, valid),
+            "v": pc.filter(values, valid),
+        }
+    )
+    if len(table) and len(table.group_by(["row", "k"]).aggregate([])) < len(table):
+        # a name given twice (batch sends append the batch's properties): the last counts
+        last = table.group_by(["row", "k"]).aggregate([("at", "max")])
+        table = table.filter(pc.is_in(table["at"], value_set=last["at_max"]))
+    rows = pa.array(np.arange(n, dtype=np.int64))
+    picked = []
+    for name in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
+        mine = table.filter(pc.equal(table["k"], name))
+        where = pc.index_in(rows, value_set=mine["row"].combine_chunks())
+        picked.append(mine["v"].combine_chunks().take(where))
+    kept = table.filter(pc.invert(pc.is_in(table["k"], value_set=pa.array(_TAKEN_OUT))))
+    counts = np.bincount(kept["row"].to_numpy(), minlength=n) if len(kept) else np.zeros(n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    props = pa.MapArray.from_arrays(
+        pa.array(offsets),
+        kept["k"].combine_chunks() if len(kept) else pa.array([], pa.string()),
+        kept["v"].combine_chunks() if len(kept) else pa.array([], pa.string()),
+        type=ARROW_SCHEMA.field("properties").type,
+    )
+    return props, picked
 
 
 def _v6_fields(body: bytes, pos: int, sysflag: int) -> tuple[int, bytes, int, int, int]:
@@ -213,17 +250,6 @@ def _v6_fields(body: bytes, pos: int, sysflag: int) -> tuple[int, bytes, int, in
     at += 12  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET
     (body_len,) = _I.unpack_from(body, at)
     return stored, store_host, reconsume, body_len, at + 4
-
-
-def _parse(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for piece in text.split("\x02"):
-        name, _, value = piece.partition("\x01")
-        if name and value:
-            out[name] = value
-    return out
 
 
 def _millis(values: list[int], kind: pa.DataType) -> pa.Array:

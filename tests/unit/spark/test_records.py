@@ -64,3 +64,28 @@ def test_a_torn_body_is_a_protocol_error() -> None:
     body = record(0, b"abc", {})
     with pytest.raises(ProtocolError):
         ColumnBuilder("t", "broker-a", 2).add(body[:-5], 10, None)
+
+
+def test_properties_follow_rocketmq_parsing_rules() -> None:
+    raw = [
+        "TAGS\x01a\x02x\x011\x02x\x012\x02",  # a later duplicate wins
+        "empty\x01\x02\x01novalue\x02ok\x01v\x01w\x02",  # empty name/value dropped, 0x01 kept
+        "",
+        "KEYS\x01k1 k2\x02ünï\x01cödé\x02",
+    ]
+    body = b"".join(
+        encode_record(topic="t", body=b"b", properties=text, queue_offset=i)
+        for i, text in enumerate(raw)
+    )
+    builder = ColumnBuilder("t", "broker-a", 0)
+    builder.add(body, 10, None)
+    rows = builder.flush().to_pylist()
+    assert [dict(r["properties"]) for r in rows] == [
+        {"x": "2"},
+        {"ok": "v\x01w"},
+        {},
+        {"ünï": "cödé"},
+    ]
+    assert [r["tags"] for r in rows] == ["a", None, None, None]
+    assert [r["keys"] for r in rows] == [None, None, None, "k1 k2"]
+    assert all(len(r["msgId"]) == 32 for r in rows)  # no unique key: the offset message id
