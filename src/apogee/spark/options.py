@@ -153,7 +153,7 @@ def parse_source(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", default=True),
         min_partitions=_positive(opts, "minpartitions", "minPartitions"),
         consumer_group=opts.get("consumergroup") or None,
-        pull_batch_size=_positive(opts, "pullbatchsize", "pullBatchSize") or 256,
+        pull_batch_size=_positive(opts, "pullbatchsize", "pullBatchSize") or 1024,
         pull_timeout_s=(_positive(opts, "pulltimeoutms", "pullTimeoutMs") or 10_000) / 1000,
     )
 
