@@ -109,7 +109,7 @@ def read_range(part: QueueRange, opts: SourceOptions) -> Iterator[pa.RecordBatch
             if nxt <= offset:
                 # the broker has nothing at an offset below what the plan saw as written
                 _data_loss(opts, q, offset, end)
-                return
+                break
             offset = nxt  # everything up to nxt was filtered out by the tag expression
             if offset < end:
                 pending = cluster.pull(q, offset, min(batch, end - offset), opts.tags)
