@@ -22,6 +22,8 @@ from pyspark.sql.types import (
 
 from apogee.model.message import Message
 from apogee.model.topic import TRANS_HALF_TOPIC
+from apogee.spark._io import Cluster
+from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag
 from tests.spark.helpers import SparkCluster
 from tests.spark.test_source_stream import wait_for
 
@@ -96,7 +98,7 @@ def fail_once(marker: Path) -> Any:
 
 def run_pipeline(
     spark: Any, cluster: SparkCluster, source: str, result: str, work: Path, *, exactly_once: bool
-) -> None:
+) -> str:
     df = (
         spark.readStream.format("rocketmq")
         .option("namesrv", cluster.namesrv)
@@ -107,18 +109,24 @@ def run_pipeline(
         .select("body")
         .mapInArrow(fail_once(work / "failed"), "body binary")
     )
-    query = (
-        df.writeStream.format("rocketmq")
-        .option("namesrv", cluster.namesrv)
-        .option("topic", result)
-        .option("exactlyOnce", str(exactly_once).lower())
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(180)
+    # small Arrow batches into the sink: it gets (and sends) rows before the failure
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        query = (
+            df.writeStream.format("rocketmq")
+            .option("namesrv", cluster.namesrv)
+            .option("topic", result)
+            .option("exactlyOnce", str(exactly_once).lower())
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert not query.isActive
     assert query.exception() is None, query.exception()
+    return str(query.id)
 
 
 def test_exactly_once_stream_survives_a_task_failing_mid_batch(
@@ -127,16 +135,31 @@ def test_exactly_once_stream_survives_a_task_failing_mid_batch(
     source, result = f"{topic_name}in", f"{topic_name}out"
     cluster.create_topic(source, 4)
     cluster.create_topic(result, 4)
-    halves_before = len(cluster.read(TRANS_HALF_TOPIC, 1))
-    cluster.produce([(Message(source, f"order-{i}".encode()), i % 4) for i in range(600)])
+    # bodies of 8 KiB: the failing task's first rows leave its Python worker before it dies
+    # (small ones would sit in the worker's output buffer)
+    bodies = [f"order-{i}".ljust(8192, ".").encode() for i in range(600)]
+    cluster.produce([(Message(source, b), i % 4) for i, b in enumerate(bodies)])
 
-    run_pipeline(spark, cluster, source, result, work, exactly_once=True)
+    query_id = run_pipeline(spark, cluster, source, result, work, exactly_once=True)
 
     assert (work / "failed").exists()
-    expected = Counter(f"ORDER-{i}".encode() for i in range(600))
+    expected = Counter(b.upper() for b in bodies)
     assert Counter(m.body for m in cluster.read(result)) == expected
-    # the failed attempt had sent half messages: more halves than rows were stored
-    assert len(cluster.read(TRANS_HALF_TOPIC, 1)) - halves_before > 600
+    # the failed attempt had sent half messages that were never committed
+    tags = {
+        TxnTag.parse(m.properties[TXN_PROPERTY])
+        for m in cluster.read(TRANS_HALF_TOPIC, 1)
+        if m.properties.get(TXN_PROPERTY, "").startswith(query_id)
+    }
+    ledger = Ledger(Cluster.of(cluster.namesrv))
+    committed = {
+        (t.batch_id, token)
+        for t in tags
+        if t is not None
+        for token in ledger.lookup(query_id, t.batch_id) or []
+    }
+    orphans = {(t.batch_id, t.token) for t in tags if t is not None} - committed
+    assert orphans, "the failing attempt sent nothing before it failed"
     time.sleep(4)  # a few check rounds: the failed attempt's halves are asked about
     assert Counter(m.body for m in cluster.read(result)) == expected
 

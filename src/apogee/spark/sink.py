@@ -239,8 +239,9 @@ def _send_halves(
             if len(chunk) >= window:
                 ship()
                 chunk = []
-    if chunk:
-        ship()
+        if chunk:  # what arrived goes out now, not when the task ends
+            ship()
+            chunk = []
     while pending:
         halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
     return SinkCommit(rows, sink_id, batch_id, token, halves)
