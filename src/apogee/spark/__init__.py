@@ -3,13 +3,12 @@
 Owns: ``register``, the one call that makes ``spark.read.format("rocketmq")``
 and ``df.write.format("rocketmq")`` (batch and streaming) work in a session.
 Needs the ``apogee[spark]`` extra (PySpark, pyarrow, pandas) and Java 17+.
-Pure Python, so executors import it from the same installation.
+Pure Python, so executors import it from the same installation: start the
+session with ``PYSPARK_PYTHON`` naming the interpreter that has apogee.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,13 +30,4 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(RocketMQDataSource)
 
 
-def python_for_workers() -> str:
-    """The interpreter Spark's Python workers should run: this one, unless told otherwise.
-
-    Set it (as ``PYSPARK_PYTHON``) before the session starts, so executors
-    import the same ``apogee``.
-    """
-    return os.environ.get("PYSPARK_PYTHON") or sys.executable
-
-
-__all__ = ["FORMAT", "python_for_workers", "register"]
+__all__ = ["FORMAT", "register"]
