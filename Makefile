@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck layers unit clean
+.PHONY: run test lint typecheck layers unit clean java
 
 # Modules compiled by Cython: those whose first line is a `# cython:` directive (setup.py).
 CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^\# cython:/ { print FILENAME }' {} +)
@@ -14,8 +14,18 @@ CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^
 $(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines]'
 	touch $(STAMP)
+
+# Spark (the apogee[spark] extra) needs Java 17 or newer. Checked on every run, installed
+# only when `java` is missing or older (Debian/Ubuntu: apt-get, as root or through sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); \
+	if [ -n "$$v" ] && [ "$$v" -ge 17 ]; then exit 0; fi; \
+	echo "Java 17+ is needed for Spark (found: $${v:-none}); installing openjdk-17-jre-headless"; \
+	$(SUDO) apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless
 
 run: $(STAMP)
 	$(BIN)/apogee standalone
@@ -31,7 +41,7 @@ layers: $(STAMP)
 	$(BIN)/lint-imports
 
 # The compiled kernels must have been built here: their tests fail, not skip.
-test: lint typecheck layers
+test: java lint typecheck layers
 	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q
 
 clean:

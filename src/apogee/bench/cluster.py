@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import click
@@ -128,13 +128,22 @@ class Processes:
 
 
 @contextlib.contextmanager
-def cluster(root: Path, flush: str, replication: str = "none") -> Iterator[tuple[str, int]]:
+def cluster(
+    root: Path,
+    flush: str,
+    replication: str = "none",
+    properties: Mapping[str, str] | None = None,
+) -> Iterator[tuple[str, int]]:
     """A name server and a broker as processes (and with ``replication`` "async" or
-    "sync", its slave); yields (namesrv address, master pid)."""
+    "sync", its slave); yields (namesrv address, master pid).
+
+    ``properties`` are more broker.conf settings of the master.
+    """
     role = {"none": "ASYNC_MASTER", "async": "ASYNC_MASTER", "sync": "SYNC_MASTER"}[replication]
     with processes(root) as procs:
         namesrv = procs.namesrv()
-        pid, _ = procs.broker(namesrv, "master", {"flushDiskType": flush, "brokerRole": role})
+        settings = {"flushDiskType": flush, "brokerRole": role, **(properties or {})}
+        pid, _ = procs.broker(namesrv, "master", settings)
         if replication != "none":
             slave = {"flushDiskType": flush, "brokerRole": "SLAVE", "brokerId": "1"}
             procs.broker(namesrv, "slave", slave)

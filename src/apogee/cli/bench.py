@@ -16,6 +16,7 @@ BENCH_COMMANDS["produce"] = "apogee.bench.produce:produce_bench"
 BENCH_COMMANDS["consume"] = "apogee.bench.consume:consume_bench"
 BENCH_COMMANDS["e2e"] = "apogee.bench.e2e:e2e_bench"
 BENCH_COMMANDS["replication"] = "apogee.bench.replication:replication_bench"
+BENCH_COMMANDS["spark"] = "apogee.bench.spark:spark_bench"
 
 
 @click.group(cls=LazyGroup, lazy_commands=BENCH_COMMANDS)

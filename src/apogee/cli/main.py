@@ -20,6 +20,7 @@ _COMMANDS: dict[str, str] = {
     "bench": "apogee.cli.bench:bench",
     "broker": "apogee.cli.broker:broker",
     "namesrv": "apogee.cli.namesrv:namesrv",
+    "pipeline": "apogee.cli.pipeline:pipeline",
     "standalone": "apogee.cli.standalone:standalone",
 }
 

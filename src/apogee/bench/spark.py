@@ -1,0 +1,292 @@
+"""``apogee bench spark``: the Spark connector's throughput, with Parquet as the yardstick.
+
+Owns: the Spark benchmark. In one run, on one SparkSession (``local[2]`` by
+default) and a throw-away broker (unless ``--namesrv``):
+
+1. preload N messages of ``--size`` bytes into a 4-queue topic;
+2. batch read: the topic through the ``rocketmq`` source, and the same rows
+   from a Parquet file written from it, each drained with the ``noop`` sink;
+   and what Spark takes in from a Python source that only replays one decoded
+   batch (the ceiling of any Python data source with this schema);
+3. sink: the Parquet rows written to topics, at-least-once and exactly-once;
+4. streaming end to end: source -> transformation -> exactly-once sink
+   (Trigger.AvailableNow), rows/s from query start to end.
+
+The reader's own parts (pulls, decoding to Arrow) are timed outside Spark on
+the same data right after the batch read; ``--profile`` adds a cProfile of
+one queue's read.
+
+Figures are reported, never judged. The broker this command starts lets a
+pull carry up to 1024 messages / 4 MiB (``maxTransferCountOnMessageInMemory``
+and ``maxTransferBytesOnMessageInMemory``; RocketMQ's defaults are 32 / 256 KiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import io
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from apogee.bench.cluster import cluster, namesrv_option
+
+BULK_PULLS = {
+    "maxTransferCountOnMessageInMemory": "1024",
+    "maxTransferBytesOnMessageInMemory": str(4 << 20),
+}
+
+
+@click.command("spark")
+@namesrv_option
+@click.option("--messages", "count", default=200_000, show_default=True)
+@click.option("--size", default=1024, show_default=True, help="Body bytes per message.")
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--profile", is_flag=True, help="Print a cProfile of one queue's read.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def spark_bench(  # noqa: PLR0917  # click passes every option
+    namesrv: str | None, count: int, size: int, master: str, profile: bool, as_json: bool
+) -> None:
+    """Batch read vs Parquet, sink writes, and streaming end to end, on Spark."""
+    root = Path(tempfile.mkdtemp(prefix="apogee-bench-spark-"))
+    try:
+        with _cluster(namesrv, root) as ns:
+            figures = _run(ns, root, count, size, master=master, profile=profile)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if as_json:
+        click.echo(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+        return
+    for key, value in figures.items():
+        if key != "profile":
+            text = f"{value:,.0f}" if isinstance(value, float) and value > 10 else f"{value}"
+            click.echo(f"{key:>56}: {text}")
+    if "profile" in figures:
+        click.echo(figures["profile"])
+
+
+@contextlib.contextmanager
+def _cluster(namesrv: str | None, root: Path) -> Iterator[str]:
+    if namesrv is not None:
+        yield namesrv
+        return
+    (root / "cluster").mkdir()
+    with cluster(root / "cluster", "ASYNC_FLUSH", properties=BULK_PULLS) as (ns, _pid):
+        yield ns
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def _run(
+    ns: str, root: Path, count: int, size: int, *, master: str, profile: bool
+) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads for this command only
+
+    import apogee.spark  # noqa: PLC0415
+    from apogee.spark._io import Cluster  # noqa: PLC0415
+
+    tag = f"bench{int(time.time())}"
+    source, out_alo, out_eo, out_stream = (f"{tag}{s}" for s in ("in", "alo", "eo", "st"))
+    io_cluster = Cluster.of(ns)
+    for topic in (source, out_alo, out_eo, out_stream):
+        io_cluster.ensure_topic(topic, 4)
+    preload = _timed(lambda: _preload(io_cluster, source, count, size))
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("apogee-bench-spark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    apogee.spark.register(spark)
+    figures: dict[str, Any] = {"messages": count, "body_bytes": size, "master": master}
+    figures["preload rows/s (python client)"] = count / preload
+    try:
+        df = spark.read.format("rocketmq").option("namesrv", ns).option("topics", source).load()
+        parquet = str(root / "rows.parquet")
+        df.write.mode("overwrite").parquet(parquet)  # also warms up the Python workers
+        pq = spark.read.parquet(parquet)
+
+        def drain(frame: Any) -> None:
+            frame.write.format("noop").mode("overwrite").save()
+
+        source_s = min(_timed(lambda: drain(df)) for _ in range(2))
+        parquet_s = min(_timed(lambda: drain(pq)) for _ in range(2))
+        figures["batch read rows/s (rocketmq source)"] = count / source_s
+        figures["batch read rows/s (parquet)"] = count / parquet_s
+        figures["source / parquet"] = round(parquet_s / source_s, 3)
+        # what Spark takes from any Python source with this schema: one decoded batch
+        # handed over again and again, no broker, no decoding
+        spark.dataSource.register(ReplaySource)
+        replay = (
+            spark.read.format("apogee-bench-replay")
+            .option("namesrv", ns)
+            .option("topic", source)
+            .option("rows", str(count))
+            .load()
+        )
+        drain(replay)
+        replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
+        figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
+        figures.update(_reader_parts(io_cluster, source, profile))
+
+        bodies = pq.select("body")
+
+        def write(topic: str, exactly: str) -> None:
+            writer = bodies.write.format("rocketmq").option("namesrv", ns).option("topic", topic)
+            writer.option("exactlyOnce", exactly).mode("append").save()
+
+        for name, topic, exactly in (
+            ("at-least-once", out_alo, "false"),
+            ("exactly-once", out_eo, "true"),
+        ):
+            took = _timed(lambda t=topic, e=exactly: write(t, e))  # type: ignore[misc]
+            figures[f"sink write rows/s ({name})"] = count / took
+
+        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = count / _timed(
+            lambda: _stream(spark, ns, source, out_stream, root)
+        )
+    finally:
+        spark.stop()
+    return figures
+
+
+class _ReplayReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(4)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from apogee.spark._io import Cluster  # noqa: PLC0415
+        from apogee.spark.records import ColumnBuilder  # noqa: PLC0415
+
+        cluster = Cluster.of(self.options["namesrv"])
+        q = cluster.queues(self.options["topic"])[0]
+        builder = ColumnBuilder(q.topic, q.broker_name, q.queue_id)
+        builder.add(cluster.pull(q, 0, 1024, None).result(60).body, 1 << 62, None)
+        batch = builder.flush()
+        for _ in range(int(self.options["rows"]) // 4 // max(batch.num_rows, 1)):
+            yield batch
+
+
+class ReplaySource(DataSource):
+    """One real decoded batch, handed to Spark over and over: the Python source ceiling."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "apogee-bench-replay"
+
+    def schema(self) -> StructType:
+        from apogee.spark.records import SOURCE_SCHEMA  # noqa: PLC0415
+
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _ReplayReader(dict(self.options))
+
+
+def _preload(cluster: Any, topic: str, count: int, size: int) -> None:
+    from apogee.model.message import Message  # noqa: PLC0415
+
+    queues = cluster.queues(topic, for_write=True)
+    body = (b"0123456789abcdef" * (size // 16 + 1))[:size]
+    pending = []
+    per_batch = max(1, min(256, (1 << 20) // (size + 64)))
+    for i in range(0, count, per_batch):
+        n = min(per_batch, count - i)
+        msgs = [Message(topic, body) for _ in range(n)]
+        pending.append(cluster.send_batch(queues[(i // per_batch) % len(queues)], msgs, "bench"))
+        if len(pending) > 32:
+            pending.pop(0).result(60)
+    for future in pending:
+        future.result(60)
+
+
+def _stream(spark: Any, ns: str, source: str, result: str, root: Path) -> None:
+    query = (
+        spark.readStream.format("rocketmq")
+        .option("namesrv", ns)
+        .option("topics", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100000")
+        .load()
+        .selectExpr("upper(cast(body as string)) as body", "tags")
+        .writeStream.format("rocketmq")
+        .option("namesrv", ns)
+        .option("topic", result)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", str(root / "stream-checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise click.ClickException(str(query.exception()))
+
+
+def _reader_parts(cluster: Any, topic: str, profile: bool) -> dict[str, Any]:
+    """Pull and decode times of the reader itself, one queue, outside Spark."""
+    from apogee.spark._io import QueueRef  # noqa: PLC0415
+    from apogee.spark.options import parse_source  # noqa: PLC0415
+    from apogee.spark.reading import QueueRange, read_range  # noqa: PLC0415
+    from apogee.spark.records import ColumnBuilder  # noqa: PLC0415
+
+    q: QueueRef = cluster.queues(topic)[0]
+    end = cluster.offsets([q], "max")[0]
+    bodies: list[bytes] = []
+    offset = 0
+    started = time.perf_counter()
+    while offset < end:
+        got = cluster.pull(q, offset, 1024, None).result(60)
+        bodies.append(got.body)
+        offset = got.next_begin_offset
+    pull_s = time.perf_counter() - started
+    builder = ColumnBuilder(q.topic, q.broker_name, q.queue_id)
+    started = time.perf_counter()
+    for body in bodies:
+        builder.add(body, end, None)
+    decode_s = time.perf_counter() - started
+    started = time.perf_counter()
+    builder.flush()
+    arrow_s = time.perf_counter() - started
+    opts = parse_source({"namesrv": cluster.namesrv, "topics": topic}, streaming=False)
+    part = QueueRange(q, 0, end)
+    whole_s = _timed(lambda: sum(b.num_rows for b in read_range(part, opts)))
+    figures: dict[str, Any] = {
+        "reader alone rows/s (one queue, pulls + decode)": end / whole_s,
+        "  pulls only rows/s": end / pull_s,
+        "  decode to columns rows/s": end / decode_s,
+        "  columns to Arrow rows/s": end / arrow_s,
+    }
+    if profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        sum(b.num_rows for b in read_range(part, opts))
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(15)
+        figures["profile"] = text.getvalue()
+    return figures

@@ -1,0 +1,50 @@
+"""The ``rocketmq`` data source: Spark's entry point to the readers and writers.
+
+Owns: ``RocketMQDataSource`` (short name ``rocketmq``), which checks the
+options and hands out the batch and stream readers and writers. Spark
+pickles it to the driver's planner workers and to executors.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from apogee.spark import FORMAT
+from apogee.spark.options import parse_sink, parse_source
+from apogee.spark.records import SOURCE_SCHEMA
+from apogee.spark.sink import BatchWriter, StreamWriter, check_sink_schema
+from apogee.spark.source import BatchReader, StreamReader
+
+
+class RocketMQDataSource(DataSource):
+    """Read Apogee (RocketMQ-protocol) topics as DataFrames, and write DataFrames to them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(parse_source(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(parse_source(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        opts = parse_sink(self.options)
+        check_sink_schema(schema, opts)
+        return BatchWriter(opts, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        opts = parse_sink(self.options)
+        check_sink_schema(schema, opts)
+        return StreamWriter(opts, schema)

@@ -1,0 +1,331 @@
+"""The ``rocketmq`` writers: at-least-once by default, exactly-once with half messages.
+
+Owns: the sink's input columns and their check, row -> message conversion,
+queue choice (``shardingKey``: one key, one queue, as RocketMQ's
+SelectMessageQueueByHash picks it; otherwise round robin), ``BatchWriter``
+and ``StreamWriter`` (Arrow writers: executors get record batches).
+
+At-least-once: a task sends its rows in batch sends per queue, a bounded
+number in flight, and returns only when every send was answered SEND_OK; a
+failed send fails the task and Spark runs it again.
+
+Exactly-once (``exactlyOnce=true``): each row goes out as a transactional
+half message, invisible to consumers, tagged ``<sink id>/<batch id>/<token>``
+(sink id: the streaming query's id, which survives restarts; token: one per
+task attempt). The task returns the half messages it sent; the driver's
+``commit`` writes the batch's ledger entry (``apogee.spark.ledger``) and
+then commits them, ``abort`` rolls them back, and a batch id that already
+has an entry is rolled back instead (a replay). The broker's checks are
+answered from the ledger by every process that sent half messages.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from apogee.client.transaction import LocalTransactionState
+from apogee.errors import ConfigError
+from apogee.model.javahash import java_string_hash
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    Message,
+)
+from apogee.spark._io import Cluster, HalfRef, QueueRef
+from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag, decide
+from apogee.spark.options import SinkOptions
+
+_STRING = (StringType,)
+_COLUMNS: dict[str, tuple[type[DataType], ...]] = {
+    "body": (BinaryType, StringType),
+    "topic": _STRING,
+    "tags": _STRING,
+    "keys": (StringType, ArrayType),
+    "properties": (MapType,),
+    "delayLevel": (IntegerType, LongType, ShortType),
+    "shardingKey": _STRING,
+}
+_BATCH_BYTES = 1 << 20  # one batch send stays far below the 4 MiB message limit
+_QUERY_ID = "sql.streaming.queryId"
+_BATCH_ID = "streaming.sql.batchId"
+#: Test seam: "<point>:<batch id>:<file>" makes the driver's commit touch <file> and
+#: stop there (point "before-ledger" or "after-ledger"), so a test can kill the
+#: driver at that exact step.
+PAUSE_ENV = "APOGEE_SPARK_PAUSE_AT"
+
+
+def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
+    """The DataFrame must have a body, and a topic unless the option names one."""
+    names = {f.name: f.dataType for f in schema.fields}
+    for name, kind in names.items():
+        allowed = _COLUMNS.get(name)
+        if allowed is None:
+            raise ConfigError(
+                f"column '{name}' is not one the rocketmq sink writes "
+                f"({', '.join(_COLUMNS)}); select or drop columns before writing"
+            )
+        if not isinstance(kind, allowed):
+            raise ConfigError(
+                f"column '{name}' has type {kind.simpleString()}, which cannot be sent"
+            )
+        if isinstance(kind, ArrayType) and not isinstance(kind.elementType, StringType):
+            raise ConfigError(f"column '{name}' must be a string or an array of strings")
+    if "body" not in names:
+        raise ConfigError("the rocketmq sink needs a 'body' column (binary or string)")
+    if opts.topic is None and "topic" not in names:
+        raise ConfigError("the rocketmq sink needs a 'topic' column or the 'topic' option")
+
+
+@dataclass
+class SinkCommit(WriterCommitMessage):
+    """What one task attempt sent: a row count, and for exactly-once its half messages."""
+
+    rows: int
+    sink_id: str = ""
+    batch_id: int = 0
+    token: str = ""
+    halves: list[HalfRef] = field(default_factory=list)
+
+
+class _Router:
+    """Picks each row's queue: by sharding key hash, else round robin per topic."""
+
+    def __init__(self, cluster: Cluster, start: int) -> None:
+        self.cluster = cluster
+        self.start = start
+        self._queues: dict[str, list[QueueRef]] = {}
+        self._next: dict[str, int] = {}
+
+    def queue(self, topic: str, sharding_key: str | None) -> QueueRef:
+        queues = self._queues.get(topic)
+        if queues is None:
+            queues = self._queues[topic] = self.cluster.queues(topic, for_write=True)
+            if not queues:
+                raise ConfigError(
+                    f"topic {topic!r} does not exist or has no writable queue; create it "
+                    "first (apogee admin updateTopic)"
+                )
+        if sharding_key is not None:
+            return queues[abs(java_string_hash(sharding_key)) % len(queues)]
+        at = self._next.get(topic, self.start)
+        self._next[topic] = at + 1
+        return queues[at % len(queues)]
+
+
+def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, str | None]]:
+    cols: dict[str, list[Any]] = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+    n = batch.num_rows
+    none: list[Any] = [None] * n
+    bodies = cols["body"]
+    topics = [opts.topic] * n if opts.topic is not None else cols["topic"]
+    tags, keys = cols.get("tags", none), cols.get("keys", none)
+    props, delays, shards = (
+        cols.get("properties", none),
+        cols.get("delayLevel", none),
+        cols.get("shardingKey", none),
+    )
+    for i in range(n):
+        body, topic = bodies[i], topics[i]
+        if body is None:
+            raise ValueError("a row to send has a null body")
+        if not topic:
+            raise ValueError("a row to send has no topic (null topic column, no topic option)")
+        properties: dict[str, str] = {}
+        if props[i]:
+            properties.update((str(k), str(v)) for k, v in props[i] if v is not None)
+        if tags[i]:
+            properties[PROPERTY_TAGS] = tags[i]
+        if keys[i]:
+            properties[PROPERTY_KEYS] = keys[i] if isinstance(keys[i], str) else " ".join(keys[i])
+        if delays[i]:
+            properties[PROPERTY_DELAY_TIME_LEVEL] = str(int(delays[i]))
+        if shards[i] is not None:
+            properties[PROPERTY_SHARDING_KEY] = shards[i]
+        data = body.encode() if isinstance(body, str) else body
+        yield Message(topic, data, properties=properties), shards[i]
+
+
+def _partition_id() -> int:
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def _send_at_least_once(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> SinkCommit:
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    router = _Router(cluster, _partition_id())
+    buffers: dict[QueueRef, list[Message]] = {}
+    sizes: dict[QueueRef, int] = {}
+    inflight: deque[Future[Any]] = deque()
+    rows = 0
+
+    def ship(q: QueueRef, msgs: list[Message]) -> None:
+        inflight.append(cluster.send_batch(q, msgs, opts.producer_group))
+        while len(inflight) > opts.max_in_flight:
+            inflight.popleft().result(opts.send_timeout_s * 2)
+
+    for batch in batches:
+        for msg, shard in _rows(batch, opts):
+            rows += 1
+            q = router.queue(msg.topic, shard)
+            if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+                ship(q, [msg])  # a batch send cannot carry a delay level
+                continue
+            buf = buffers.setdefault(q, [])
+            buf.append(msg)
+            sizes[q] = sizes.get(q, 0) + len(msg.body) + 64
+            if len(buf) >= opts.batch_size or sizes[q] >= _BATCH_BYTES:
+                ship(q, buffers.pop(q))
+                sizes.pop(q)
+    for q, buf in list(buffers.items()):
+        ship(q, buf)
+    while inflight:
+        inflight.popleft().result(opts.send_timeout_s * 2)
+    return SinkCommit(rows)
+
+
+def _send_halves(
+    batches: Iterator[pa.RecordBatch], opts: SinkOptions, sink_id: str, batch_id: int
+) -> SinkCommit:
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
+    router = _Router(cluster, _partition_id())
+    token = uuid.uuid4().hex
+    tag = TxnTag(sink_id, batch_id, token).text()
+    window = max(opts.max_in_flight, 1) * 8
+    pending: deque[Future[list[HalfRef]]] = deque()
+    halves: list[HalfRef] = []
+    chunk: list[tuple[QueueRef, Message]] = []
+    rows = 0
+
+    def ship() -> None:
+        pending.append(cluster.send_halves(chunk, opts.producer_group, window))
+        while len(pending) > 2:  # one chunk on the wire while the next is built
+            halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
+
+    for batch in batches:
+        for msg, shard in _rows(batch, opts):
+            rows += 1
+            msg.properties[TXN_PROPERTY] = tag
+            chunk.append((router.queue(msg.topic, shard), msg))
+            if len(chunk) >= window:
+                ship()
+                chunk = []
+        if chunk:  # what arrived goes out now, not when the task ends
+            ship()
+            chunk = []
+    while pending:
+        halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
+    return SinkCommit(rows, sink_id, batch_id, token, halves)
+
+
+def _commit_halves(
+    opts: SinkOptions, messages: Sequence[WriterCommitMessage | None], batch_id: int
+) -> None:
+    done = [m for m in messages if isinstance(m, SinkCommit) and m.halves]
+    if not done:
+        return
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
+    ledger = Ledger(cluster)
+    sink_id = done[0].sink_id
+    halves = [h for m in done for h in m.halves]
+    if ledger.lookup(sink_id, batch_id) is not None:
+        # replay of a batch committed before: its first delivery stands
+        cluster.end_transactions(
+            halves, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
+        )
+        return
+    _pause("before-ledger", batch_id)
+    ledger.write(sink_id, batch_id, [m.token for m in done])
+    _pause("after-ledger", batch_id)
+    cluster.end_transactions(halves, opts.producer_group, LocalTransactionState.COMMIT_MESSAGE)
+
+
+def _abort_halves(opts: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
+    halves = [h for m in messages if isinstance(m, SinkCommit) for h in m.halves]
+    if halves:
+        cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+        cluster.end_transactions(
+            halves, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
+        )
+
+
+def _pause(point: str, batch_id: int) -> None:
+    wanted = os.environ.get(PAUSE_ENV, "")
+    parts = wanted.split(":", 2)
+    if len(parts) == 3 and parts[0] == point and parts[1] == str(batch_id):
+        Path(parts[2]).write_text(f"{point} {batch_id}\n")
+        while True:  # held here until the test kills the driver
+            time.sleep(1)
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.sink_id = f"batch-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.opts.exactly_once:
+            return _send_halves(iterator, self.opts, self.sink_id, 0)
+        return _send_at_least_once(iterator, self.opts)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _commit_halves(self.opts, messages, 0)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _abort_halves(self.opts, messages)
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.run_id = f"run-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if not self.opts.exactly_once:
+            return _send_at_least_once(iterator, self.opts)
+        ctx = TaskContext.get()
+        query_id = ctx.getLocalProperty(_QUERY_ID) if ctx is not None else None
+        batch_text = ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None
+        if not query_id or batch_text is None:
+            raise RuntimeError("the exactly-once sink runs inside a streaming query only")
+        return _send_halves(iterator, self.opts, query_id, int(batch_text))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _commit_halves(self.opts, messages, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _abort_halves(self.opts, messages)
