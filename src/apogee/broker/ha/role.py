@@ -13,12 +13,12 @@ import socket
 from collections.abc import Callable
 
 from apogee._util.clock import Clock
+from apogee._util.periodic import PeriodicTask
 from apogee.broker.config import BrokerConfig
 from apogee.broker.ha.master import HAServer, MasterSettings
 from apogee.broker.ha.metadata import SlaveSync
 from apogee.broker.ha.slave import HAClient, SlaveSettings
 from apogee.broker.ha.transfer import GroupTransfer
-from apogee._util.periodic import PeriodicTask
 from apogee.codes import RequestCode
 from apogee.model.stats import HAClientInfo, HARuntimeInfo
 from apogee.protocol.admin_bodies import encode_ha_runtime_info
