@@ -410,6 +410,30 @@ class BrokerApi:
             messages = [m for m in messages if sub.matches_tag(m.tags)]
         return PullResult(status, *_pull_offsets(answer), messages=messages)
 
+    async def pull_prepared(
+        self, addr: str, ext: dict[str, str], timeout_s: float
+    ) -> PullResult[ReceivedMessage]:
+        """A PULL_MESSAGE of a prepared header (``PullMessageRequestHeader.to_ext()``).
+
+        The consumers' path: messages decoded lazily, no tag re-check (the
+        caller filters), ``timeout_s`` already counting the broker's hold.
+        """
+        request = new_command(
+            RequestCode.PULL_MESSAGE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON
+        )
+        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
+        response = await conn.invoke(request, timeout_s)
+        status = _PULL_STATUS.get(response.code)
+        if status is None:
+            raise error_for_code(response.code, response.remark)
+        answer = h.PullMessageResponseHeader.from_ext(response.ext_fields)
+        found = status is PullStatus.FOUND
+        return PullResult(
+            status,
+            *_pull_offsets(answer),
+            messages=decode_received(response.body_bytes()) if found else [],
+        )
+
     # -- offsets ----------------------------------------------------------------------
 
     async def query_consumer_offset(
@@ -548,7 +572,7 @@ class BrokerApi:
     async def send_back(
         self,
         addr: str,
-        msg: MessageExt,
+        msg: MessageExt | ReceivedMessage,
         group: str,
         delay_level: int = 0,
         *,
