@@ -1,0 +1,269 @@
+"""Concurrent consumption: messages of any queue handled as they come, in any order.
+
+Owns: :class:`ConcurrentService`, which a PushConsumer without ``orderly``
+hands pulled messages to (``deliver``), in one of three ways:
+
+* a plain-function listener runs inline, message by message, on the batch
+  the fetcher just put into its ProcessQueue (a plain function blocks the
+  loop anyway: running it elsewhere would only add work);
+* a coroutine-function listener runs in at most ``concurrency`` worker
+  tasks taking messages from one line of work;
+* without a listener, ``next_message`` hands messages to ``async for``: a
+  message is done when the next one is asked for.
+
+Done messages leave their ProcessQueue and the queue's offset becomes the
+lowest offset still held (``ProcessQueue.remove``), so a crash redelivers
+what was in flight and loses nothing. Failed messages of a CLUSTERING
+consumer are sent back to the broker (``listener.Retrier``) and, when that
+fails, handled again here after ``LOCAL_RETRY_DELAY_S`` with their
+reconsume times raised by one; a BROADCASTING consumer drops them (logged),
+as RocketMQ does. Messages of a dropped queue (rebalanced away) are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from apogee.client.consumer_offsets import ConsumerOffsets
+from apogee.client.fetcher import Fetcher
+from apogee.client.listener import (
+    ConsumeStatus,
+    Listener,
+    Retrier,
+    consume_one,
+    failed,
+    is_async_listener,
+    outcome,
+)
+from apogee.model.received import ReceivedMessage
+
+log = logging.getLogger(__name__)
+
+#: a message the broker did not take back is handled again after this long
+LOCAL_RETRY_DELAY_S = 5.0
+
+_SUCCESS = ConsumeStatus.SUCCESS
+Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
+_Batch = tuple[Fetcher, list[ReceivedMessage]]
+
+
+class ConcurrentService:
+    def __init__(
+        self,
+        offsets: ConsumerOffsets,
+        retrier: Retrier | None,
+        *,
+        listener: Listener | None,
+        concurrency: int,
+        spawn: Spawn,
+    ) -> None:
+        self._offsets = offsets
+        self._retrier = retrier  # None: BROADCASTING, failures are dropped
+        self._listener = listener
+        self._async = listener is not None and is_async_listener(listener)
+        self._concurrency = concurrency
+        self._spawn = spawn
+        self._work: deque[tuple[Fetcher, ReceivedMessage]] = deque()
+        self._workers = 0
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        # async for: batches waiting, the batch being handed out, where acks start
+        self._batches: deque[_Batch] = deque()
+        self._batch: _Batch | None = None
+        self._pos = 0
+        self._acked = 0
+        self._arrived = asyncio.Event()
+        self.consumed = 0
+        self.failed = 0
+
+    # -- from the fetchers ---------------------------------------------------------------
+
+    def deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        if self._stopping:
+            return  # held in the ProcessQueue, never consumed here: redelivered later
+        if self._listener is None:
+            self._batches.append((fetcher, msgs))
+            self._arrived.set()
+        elif self._async:
+            work = self._work
+            for msg in msgs:
+                work.append((fetcher, msg))
+            while self._workers < self._concurrency and self._workers < len(work):
+                self._workers += 1
+                self._track(self._spawn(self._worker()))
+        else:
+            self._run_inline(fetcher, msgs)
+
+    def _run_inline(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        listener = self._listener
+        assert listener is not None
+        bad: list[ReceivedMessage] | None = None
+        for msg in msgs:
+            try:
+                answer = listener(msg)
+            except Exception as exc:
+                failed(exc, msg)
+                bad = [*(bad or ()), msg]
+                self._retry(fetcher, [msg])
+                continue
+            if answer is None or answer is _SUCCESS:
+                continue
+            bad = [*(bad or ()), msg]
+            if inspect.isawaitable(answer):
+                # a plain function that gives awaitables: treat it as a coroutine one
+                self._async = True
+                self._track(self._spawn(self._settle(fetcher, msg, answer)))
+            elif not outcome(answer, msg):
+                self._retry(fetcher, [msg])
+            else:  # an answer counted as success after all
+                self._done(fetcher, [msg])
+        if bad is None:
+            self._done(fetcher, msgs)
+        else:
+            gone = set(map(id, bad))
+            self._done(fetcher, [m for m in msgs if id(m) not in gone])
+
+    async def _settle(self, fetcher: Fetcher, msg: ReceivedMessage, answer: Awaitable[Any]) -> None:
+        try:
+            ok = outcome(await answer, msg)
+        except Exception as exc:
+            ok = failed(exc, msg)
+        self._finish(fetcher, msg, ok)
+
+    async def _worker(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        work = self._work
+        try:
+            while work and not self._stopping:
+                fetcher, msg = work.popleft()
+                if fetcher.pq.dropped:
+                    continue
+                self._finish(fetcher, msg, await consume_one(listener, msg))
+        finally:
+            self._workers -= 1
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _finish(self, fetcher: Fetcher, msg: ReceivedMessage, ok: bool) -> None:
+        if ok:
+            self._done(fetcher, [msg])
+        else:
+            self._retry(fetcher, [msg])
+
+    def _done(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        if not msgs:
+            return
+        self.consumed += len(msgs)
+        pq = fetcher.pq
+        offset = pq.remove(msgs)
+        if offset is not None and not pq.dropped:
+            self._offsets.update(fetcher.mq, offset)
+
+    def _retry(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        if not msgs:
+            return
+        self.failed += len(msgs)
+        retrier = self._retrier
+        if retrier is None:
+            for msg in msgs:
+                log.warning("BROADCASTING: message %s failed and is dropped", msg.client_msg_id)
+            self._done(fetcher, msgs)
+            return
+        self._track(self._spawn(self._send_back(retrier, fetcher, msgs)))
+
+    async def _send_back(
+        self, retrier: Retrier, fetcher: Fetcher, msgs: list[ReceivedMessage]
+    ) -> None:
+        for msg in msgs:
+            if fetcher.pq.dropped:
+                return
+            if await retrier.send_back(fetcher.mq, msg):
+                self._done(fetcher, [msg])
+            else:
+                msg.reconsume_times += 1
+                asyncio.get_running_loop().call_later(
+                    LOCAL_RETRY_DELAY_S, self._again, fetcher, msg
+                )
+
+    def _again(self, fetcher: Fetcher, msg: ReceivedMessage) -> None:
+        if not fetcher.pq.dropped and not self._stopping:
+            self.deliver(fetcher, [msg])
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    # -- async for -------------------------------------------------------------------------
+
+    async def next_message(self) -> ReceivedMessage | None:
+        """The next message for ``async for``; the one before is done. None once stopped."""
+        while True:
+            batch = self._batch
+            if batch is not None:
+                fetcher, msgs = batch
+                pos = self._pos
+                if pos < len(msgs) and not fetcher.pq.dropped:
+                    self._pos = pos + 1
+                    return msgs[pos]
+                self._ack_batch()
+                self._batch = None
+            if self._batches:
+                self._batch = self._batches.popleft()
+                self._pos = self._acked = 0
+                continue
+            if self._stopping:
+                return None
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    def _ack_batch(self) -> None:
+        """Every message handed out of the current batch is done."""
+        batch = self._batch
+        if batch is not None:
+            fetcher, msgs = batch
+            self._done(fetcher, msgs[self._acked : self._pos])
+            self._acked = self._pos
+            if self._pos >= len(msgs):
+                self._batch = None
+
+    async def reconsume_later(self, msg: ReceivedMessage) -> None:
+        """``msg``, the message ``async for`` gave last, failed: retry it (see the module)."""
+        batch = self._batch
+        if batch is None or self._pos == 0 or batch[1][self._pos - 1] is not msg:
+            raise ValueError("reconsume_later takes the message async for gave last")
+        fetcher = batch[0]
+        self._pos -= 1
+        self._ack_batch()  # the ones before it are done
+        self._pos += 1
+        self._acked = self._pos
+        self.failed += 1
+        if self._retrier is None:
+            log.warning("BROADCASTING: message %s failed and is dropped", msg.client_msg_id)
+            self._done(fetcher, [msg])
+        else:
+            await self._send_back(self._retrier, fetcher, [msg])
+
+    def settle_current(self, ok: bool) -> None:
+        """The message ``async for`` gave last is done (ok) or left in process (not ok)."""
+        if ok:
+            self._ack_batch()
+        else:
+            self._batch = None  # neither done nor retried: redelivered after a restart
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    async def stop(self, timeout_s: float) -> None:
+        """Take no new work; wait up to ``timeout_s`` for what is in flight."""
+        self._stopping = True
+        self._arrived.set()
+        tasks = list(self._in_flight)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
