@@ -437,13 +437,24 @@ class BrokerApi:
     # -- offsets ----------------------------------------------------------------------
 
     async def query_consumer_offset(
-        self, addr: str, group: str, topic: str, queue_id: int
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        set_zero_if_not_found: bool | None = None,
     ) -> int | None:
-        """The group's committed offset of the queue; None when it has none."""
+        """The group's committed offset of the queue; None when it has none.
+
+        ``set_zero_if_not_found=False`` asks a broker that would answer 0 for a
+        new group on a young queue (RocketMQ 4.x) to say "none" instead (5.x
+        field; older brokers ignore it).
+        """
         response = await self._call(
             addr,
             RequestCode.QUERY_CONSUMER_OFFSET,
-            h.QueryConsumerOffsetRequestHeader(group, topic, queue_id),
+            h.QueryConsumerOffsetRequestHeader(group, topic, queue_id, set_zero_if_not_found),
             ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:

@@ -250,11 +250,14 @@ class ConcurrentService:
             await self._send_back(self._retrier, fetcher, [msg])
 
     def settle_current(self, ok: bool) -> None:
-        """The message ``async for`` gave last is done (ok) or left in process (not ok)."""
-        if ok:
-            self._ack_batch()
-        else:
-            self._batch = None  # neither done nor retried: redelivered after a restart
+        """At close: the message ``async for`` gave last is done (ok) or not (left in process,
+        so the group gets it again); the ones before it are done either way."""
+        if self._batch is None:
+            return
+        if not ok and self._pos > self._acked:
+            self._pos -= 1
+        self._ack_batch()
+        self._batch = None
 
     # -- stopping ----------------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ Rules (RocketMQ RemoteBrokerOffsetStore, LocalFileOffsetStore,
 RebalancePushImpl.computePullFromWhere):
 
 * CLUSTERING offsets live on the master of the queue's broker: read with
-  QUERY_CONSUMER_OFFSET (QUERY_NOT_FOUND: the group never committed there),
+  QUERY_CONSUMER_OFFSET (QUERY_NOT_FOUND: the group never committed there;
+  ``setZeroIfNotFound=false`` keeps a broker from answering 0 instead for a
+  young queue, as 4.x brokers do, which would make every new group read
+  from the start whatever its ``consume_from``),
   written with UPDATE_CONSUMER_OFFSET, oneway on the 5 s timer, awaited by
   an explicit ``commit``. BROADCASTING offsets live in a local file
   (``offset_store.LocalOffsetStore``), read and written in a worker thread.
@@ -99,7 +102,9 @@ class ConsumerOffsets:
     async def fetch_committed(self, mq: MessageQueue) -> int | None:
         """The offset the broker keeps for the group (None: QUERY_NOT_FOUND)."""
         addr = await self.master(mq)
-        return await self._api.query_consumer_offset(addr, self.group, mq.topic, mq.queue_id)
+        return await self._api.query_consumer_offset(
+            addr, self.group, mq.topic, mq.queue_id, set_zero_if_not_found=False
+        )
 
     async def start_offset(
         self, mq: MessageQueue, consume_from: ConsumeFromWhere, timestamp_ms: int | None

@@ -23,7 +23,8 @@ Rules (RocketMQ DefaultMQPushConsumerImpl.pullMessage, PullAPIWrapper):
 * the pull goes to the broker the last answer suggested
   (``suggestWhichBrokerId``: a slave when the master says the consumer lags
   beyond memory) when the route names it, else to the master;
-* a failed pull is logged and retried after ``PULL_ERROR_DELAY_S``.
+* a failed pull is logged and retried after ``PULL_ERROR_DELAY_S``, from the
+  master.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class Fetcher:
         #: the broker id the next pull goes to (the last answer's suggestion)
         self.broker_id = MASTER_ID
         self.pulls = 0
-        self.pulled_from: dict[str, int] = {}  # address -> pulls answered there
+        self.pulled_from: dict[str, int] = {}  # address -> pulls sent there
         self._template = PullMessageRequestHeader(
             consumer_group=settings.group,
             topic=mq.topic,
@@ -149,6 +150,7 @@ class Fetcher:
                 if self.pq.dropped:  # self.pq: mypy keeps pq.dropped narrowed over the await
                     return
                 log.info("pull of %s failed: %s", self.mq, exc)
+                self.broker_id = MASTER_ID  # a slave that failed is not asked again
                 await sleep(PULL_ERROR_DELAY_S)
                 continue
             if self.pq.dropped:
@@ -183,10 +185,9 @@ class Fetcher:
             flags |= PULL_COMMIT_OFFSET
             ext["commitOffset"] = str(committed)
         ext["sysFlag"] = str(flags)
-        result = await self._api.pull_prepared(addr, ext, self._timeout_s)
         self.pulls += 1
         self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
-        return result
+        return await self._api.pull_prepared(addr, ext, self._timeout_s)
 
     def _handle(self, result: PullResult[ReceivedMessage]) -> None:
         self.broker_id = result.suggest_which_broker_id
