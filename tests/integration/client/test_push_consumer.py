@@ -26,6 +26,7 @@ from apogee.model.topic import TopicConfig
 from apogee.store.config import BrokerRole
 from apogee.testing.cluster import eventually, run_broker, run_namesrv
 from apogee.testing.reading import read_queue
+from tests.integration.client.helpers import committed_offset
 
 Cluster = tuple[str, Broker]
 TEXT = b"compressible text, repeated. " * 400  # 11,600 bytes: sent compressed
@@ -97,7 +98,7 @@ async def test_async_for_commits_what_the_loop_finished(cluster: Cluster) -> Non
                 if msg.body == b"m2":
                     raise RuntimeError("boom")  # m2 not done: the group must see it again
     assert seen == [b"m0", b"m1", b"m2"]
-    assert await api_offset(namesrv, "cg-iter", queue) == 2
+    assert await committed_offset(namesrv, "cg-iter", queue) == 2
 
     again: list[bytes] = []
     async with PushConsumer("cg-iter", namesrv=namesrv) as consumer:
@@ -107,16 +108,7 @@ async def test_async_for_commits_what_the_loop_finished(cluster: Cluster) -> Non
             if len(again) == 2:
                 break
     assert again == [b"m2", b"m3"]
-    assert await api_offset(namesrv, "cg-iter", queue) == 4
-
-
-async def api_offset(namesrv: str, group: str, mq: MessageQueue) -> int | None:
-    async with Producer("reader", namesrv=namesrv, instance_name="reader") as p:
-        route = await p.instance.routes.get_route(mq.topic)
-        assert route is not None
-        addr = p.instance.routes.master_addr(mq.broker_name)
-        assert addr is not None
-        return await p.instance.broker_api.query_consumer_offset(addr, group, mq.topic, mq.queue_id)
+    assert await committed_offset(namesrv, "cg-iter", queue) == 4
 
 
 async def test_sql92_subscriptions_select_by_property(cluster: Cluster) -> None:
