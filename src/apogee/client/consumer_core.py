@@ -99,6 +99,12 @@ class ConsumerCore:
     async def _queue_removed(self, mq: MessageQueue, pq: PQ) -> None:
         """``mq`` was given up; its offset is persisted."""
 
+    def _queue_starts(self, mq: MessageQueue, offset: int) -> None:
+        """Reading ``mq`` starts at ``offset``: the group's offset from now on, so that a
+        consumer that stops before it consumed anything does not move the start of a
+        new group (CONSUME_FROM_LAST) past what arrived meanwhile."""
+        self.offsets.update(mq, offset, increase_only=False)
+
     def _committed(self, mq: MessageQueue) -> int | None:
         """The offset a pull may carry as the group's committed offset."""
         return self.offsets.get(mq)
@@ -327,6 +333,7 @@ class ConsumerCore:
             except ApogeeError as exc:
                 log.info("%s: not reading %s this round: %s", self.group, mq, exc)
                 continue
+            self._queue_starts(mq, offset)
             self._add_queue(mq, offset, pq=pq)
 
     def _subscription_of(self, mq: MessageQueue) -> SubscriptionData:

@@ -244,6 +244,9 @@ class LitePullConsumer(ConsumerCore):
         full = self._buffered >= self.lite_config.pull_threshold_for_all
         return full or mq in self._paused_queues
 
+    def _queue_starts(self, mq: MessageQueue, offset: int) -> None:
+        self._positions[mq] = offset  # committed by the next (auto) commit
+
     async def _queue_dropped(self, mq: MessageQueue, pq: PQ) -> None:
         position = self._positions.get(mq)
         if self.lite_config.auto_commit and position is not None:
