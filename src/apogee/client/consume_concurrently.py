@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 #: a message the broker did not take back is handled again after this long
 LOCAL_RETRY_DELAY_S = 5.0
 
-_SUCCESS = ConsumeStatus.SUCCESS
+_RECONSUME_LATER = ConsumeStatus.RECONSUME_LATER
 Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 _Batch = tuple[Fetcher, list[ReceivedMessage]]
 
@@ -111,17 +111,16 @@ class ConcurrentService:
                 bad = [*(bad or ()), msg]
                 self._retry(fetcher, [msg])
                 continue
-            if answer is None or answer is _SUCCESS:
+            if answer is None:
                 continue
-            bad = [*(bad or ()), msg]
-            if inspect.isawaitable(answer):
+            if answer is _RECONSUME_LATER:
+                bad = [*(bad or ()), msg]
+                self._retry(fetcher, [msg])
+            elif inspect.isawaitable(answer):
                 # a plain function that gives awaitables: treat it as a coroutine one
                 self._async = True
+                bad = [*(bad or ()), msg]
                 self._track(self._spawn(self._settle(fetcher, msg, answer)))
-            elif not outcome(answer, msg):
-                self._retry(fetcher, [msg])
-            else:  # an answer counted as success after all
-                self._done(fetcher, [msg])
         if bad is None:
             self._done(fetcher, msgs)
         else:
@@ -130,7 +129,7 @@ class ConcurrentService:
 
     async def _settle(self, fetcher: Fetcher, msg: ReceivedMessage, answer: Awaitable[Any]) -> None:
         try:
-            ok = outcome(await answer, msg)
+            ok = outcome(await answer)
         except Exception as exc:
             ok = failed(exc, msg)
         self._finish(fetcher, msg, ok)

@@ -6,9 +6,10 @@ as success or failure) and :class:`Retrier`, which hands a failed message
 back to the broker (CONSUMER_SEND_MSG_BACK).
 
 A listener is a plain function or a coroutine function taking one
-``ReceivedMessage``. Returning None or ``ConsumeStatus.SUCCESS`` means done;
-``ConsumeStatus.RECONSUME_LATER`` or raising means failed (an exception is
-logged with the message's id). What a failure leads to is the consume
+``ReceivedMessage``. Returning ``ConsumeStatus.RECONSUME_LATER`` or raising
+means failed (an exception is logged with the message's id); anything else
+(None, ``ConsumeStatus.SUCCESS``, whatever the function happens to return)
+means done. What a failure leads to is the consume
 service's: a retry through the broker (concurrent, CLUSTERING), a local
 retry after a pause (orderly), nothing (BROADCASTING).
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from enum import Enum
 
 from apogee.client.broker_api import BrokerApi
@@ -44,10 +45,11 @@ class ConsumeStatus(Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-Answer = ConsumeStatus | None
-#: ``listener(message)``: a plain function or a coroutine function
-Listener = Callable[[ReceivedMessage], Answer | Awaitable[Answer]]
+#: ``listener(message)``: a plain function or a coroutine function; only
+#: RECONSUME_LATER (or an exception) is a failure
+Listener = Callable[[ReceivedMessage], object]
 
+_RECONSUME_LATER = ConsumeStatus.RECONSUME_LATER
 #: send back straight to the dead-letter queue
 DLQ_DELAY_LEVEL = -1
 
@@ -60,18 +62,9 @@ def is_async_listener(listener: object) -> bool:
     return inspect.iscoroutinefunction(call)
 
 
-def outcome(answer: object, msg: ReceivedMessage) -> bool:
-    """True for success (None, SUCCESS); False for RECONSUME_LATER; anything else is refused."""
-    if answer is None or answer is ConsumeStatus.SUCCESS:
-        return True
-    if answer is ConsumeStatus.RECONSUME_LATER:
-        return False
-    log.error(
-        "listener returned %r for message %s; counted as failed (return None or a ConsumeStatus)",
-        answer,
-        msg.client_msg_id,
-    )
-    return False
+def outcome(answer: object) -> bool:
+    """False for RECONSUME_LATER, True for anything else."""
+    return answer is not ConsumeStatus.RECONSUME_LATER
 
 
 def failed(exc: BaseException, msg: ReceivedMessage) -> bool:
@@ -96,7 +89,7 @@ async def consume_one(listener: Listener, msg: ReceivedMessage) -> bool:
             answer = await answer
     except Exception as exc:
         return failed(exc, msg)
-    return outcome(answer, msg)
+    return answer is not _RECONSUME_LATER
 
 
 class Retrier:

@@ -49,7 +49,6 @@ from apogee.client import producer as async_producer
 from apogee.client import push_consumer as async_push
 from apogee.client import transaction_producer as async_tx
 from apogee.client.latency import LatencyFaultTable
-from apogee.client.listener import ConsumeStatus
 from apogee.client.selectors import QueueSelector
 from apogee.client.transaction import LocalTransactionState
 from apogee.errors import ClientError
@@ -282,7 +281,7 @@ class PushConsumer:
         group: str,
         *,
         namesrv: str | Sequence[str],
-        listener: Callable[[ReceivedMessage], ConsumeStatus | None] | None = None,
+        listener: Callable[[ReceivedMessage], object] | None = None,
         consume_concurrency: int = 20,
         **options: Any,
     ) -> None:
@@ -297,7 +296,7 @@ class PushConsumer:
                 consume_concurrency, thread_name_prefix=f"apogee-consume-{group}"
             )
 
-            async def in_pool(msg: ReceivedMessage) -> ConsumeStatus | None:
+            async def in_pool(msg: ReceivedMessage) -> object:
                 loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(pool, sync_listener, msg)
 
