@@ -284,9 +284,12 @@ class ConsumerCore:
     async def _rebalance_loop(self) -> None:
         assert self._wake is not None
         wake = self._wake
-        while True:
+        while not self._closing:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel
+            # that comes as the event is set, and close() would wait for ever
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), self.config.rebalance_interval_s)
+                async with asyncio.timeout(self.config.rebalance_interval_s):
+                    await wake.wait()
             wake.clear()
             try:
                 await self.rebalance()

@@ -203,7 +203,8 @@ class LitePullConsumer(ConsumerCore):
                 return out
             self._arrived.clear()
             try:
-                await asyncio.wait_for(self._arrived.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._arrived.wait()
             except TimeoutError:
                 return self._take(max_messages)
 
