@@ -426,11 +426,21 @@ class BrokerApi:
         status = _PULL_STATUS.get(response.code)
         if status is None:
             raise error_for_code(response.code, response.remark)
-        answer = h.PullMessageResponseHeader.from_ext(response.ext_fields)
+        answer = response.ext_fields
+        try:
+            offsets = (
+                int(answer["nextBeginOffset"]),
+                int(answer["minOffset"]),
+                int(answer["maxOffset"]),
+                int(answer["suggestWhichBrokerId"]),
+            )
+        except (KeyError, ValueError):
+            h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
+            raise
         found = status is PullStatus.FOUND
         return PullResult(
             status,
-            *_pull_offsets(answer),
+            *offsets,
             messages=decode_received(response.body_bytes()) if found else [],
         )
 

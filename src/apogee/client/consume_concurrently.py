@@ -4,8 +4,10 @@ Owns: :class:`ConcurrentService`, which a PushConsumer without ``orderly``
 hands pulled messages to (``deliver``), in one of three ways:
 
 * a plain-function listener runs inline, message by message, on the batch
-  the fetcher just put into its ProcessQueue (a plain function blocks the
-  loop anyway: running it elsewhere would only add work);
+  the fetcher just pulled (a plain function blocks the loop anyway: running
+  it elsewhere would only add work). When the queue holds nothing else, the
+  batch is not put into the ProcessQueue at all: nothing can happen between
+  the calls, so only the messages that failed need holding;
 * a coroutine-function listener runs in at most ``concurrency`` worker
   tasks taking messages from one line of work;
 * without a listener, ``next_message`` hands messages to ``async for``: a
@@ -48,6 +50,12 @@ log = logging.getLogger(__name__)
 LOCAL_RETRY_DELAY_S = 5.0
 
 _RECONSUME_LATER = ConsumeStatus.RECONSUME_LATER
+
+
+def _offset(msg: ReceivedMessage) -> int:
+    return msg.queue_offset
+
+
 Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 _Batch = tuple[Fetcher, list[ReceivedMessage]]
 
@@ -83,9 +91,17 @@ class ConcurrentService:
 
     # -- from the fetchers ---------------------------------------------------------------
 
-    def deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+    def deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
         if self._stopping:
-            return  # held in the ProcessQueue, never consumed here: redelivered later
+            return  # neither held nor consumed: pulled again by the next consumer
+        if self._listener is not None and not self._async and not fetcher.pq.count:
+            self._run_passing(fetcher, msgs)
+            return
+        fetcher.pq.put(msgs, max_offset=max_offset)
+        self._dispatch(fetcher, msgs)
+
+    def _dispatch(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        """Hand held messages to the listener, the workers or ``async for``."""
         if self._listener is None:
             self._batches.append((fetcher, msgs))
             self._arrived.set()
@@ -99,7 +115,52 @@ class ConcurrentService:
         else:
             self._run_inline(fetcher, msgs)
 
+    def _run_passing(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        """A plain listener on the batch of a queue that holds nothing.
+
+        Nothing runs between the listener calls, so the batch need not be held
+        meanwhile (the hot path: no ProcessQueue bookkeeping per message); only
+        what failed is held, until the broker took it back.
+        """
+        listener = self._listener
+        assert listener is not None
+        bad: list[ReceivedMessage] | None = None
+        pending: list[tuple[ReceivedMessage, Awaitable[Any]]] | None = None
+        for msg in msgs:
+            try:
+                answer = listener(msg)
+            except Exception as exc:
+                failed(exc, msg)
+                bad = [*(bad or ()), msg]
+                continue
+            if answer is None:
+                continue
+            if answer is _RECONSUME_LATER:
+                bad = [*(bad or ()), msg]
+            elif inspect.isawaitable(answer):
+                pending = [*(pending or ()), (msg, answer)]
+        pq = fetcher.pq
+        if bad is None and pending is None:
+            self.consumed += len(msgs)
+            pq.passed(msgs[-1].queue_offset)
+            if not pq.dropped:
+                self._offsets.update(fetcher.mq, msgs[-1].queue_offset + 1)
+            return
+        held = sorted([*(bad or ()), *(m for m, _ in pending or ())], key=_offset)
+        self.consumed += len(msgs) - len(held)
+        pq.put(held)
+        pq.passed(msgs[-1].queue_offset)
+        if not pq.dropped:
+            self._offsets.update(fetcher.mq, held[0].queue_offset)
+        if bad is not None:
+            self._retry(fetcher, bad)
+        if pending is not None:
+            self._async = True  # a plain function that gives awaitables: a coroutine one
+            for msg, answer in pending:
+                self._track(self._spawn(self._settle(fetcher, msg, answer)))
+
     def _run_inline(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+        """A plain listener on held messages, one by one."""
         listener = self._listener
         assert listener is not None
         bad: list[ReceivedMessage] | None = None
@@ -117,7 +178,6 @@ class ConcurrentService:
                 bad = [*(bad or ()), msg]
                 self._retry(fetcher, [msg])
             elif inspect.isawaitable(answer):
-                # a plain function that gives awaitables: treat it as a coroutine one
                 self._async = True
                 bad = [*(bad or ()), msg]
                 self._track(self._spawn(self._settle(fetcher, msg, answer)))
@@ -192,7 +252,7 @@ class ConcurrentService:
 
     def _again(self, fetcher: Fetcher, msg: ReceivedMessage) -> None:
         if not fetcher.pq.dropped and not self._stopping:
-            self.deliver(fetcher, [msg])
+            self._dispatch(fetcher, [msg])  # still held
 
     def _track(self, task: asyncio.Task[Any]) -> None:
         self._in_flight.add(task)

@@ -122,7 +122,8 @@ class OrderlyService:
         self.consumed = 0
         self.failed = 0
 
-    def deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+    def deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
+        fetcher.pq.put(msgs, max_offset=max_offset)
         key = id(fetcher.pq)
         if self._stopping or key in self._running:
             return

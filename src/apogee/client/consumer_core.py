@@ -55,6 +55,8 @@ def _strategy_name(strategy: AllocateStrategy) -> str:
 
 class ConsumerCore:
     consume_type = ConsumeType.CONSUME_PASSIVELY
+    #: whether ``_paused`` can ever say yes (else fetchers never ask)
+    pausable = False
 
     def __init__(
         self,
@@ -86,7 +88,8 @@ class ConsumerCore:
 
     # -- what subclasses add ---------------------------------------------------------------
 
-    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
+        """Take what a pull found: put it into ``fetcher.pq`` (or consume it at once)."""
         raise NotImplementedError
 
     async def _queue_adding(self, mq: MessageQueue, pq: PQ) -> bool:
@@ -375,7 +378,7 @@ class ConsumerCore:
             deliver=self._deliver,
             committed=self._committed,
             tag_filter=self.subscriptions.tag_filter(mq.topic),
-            paused=self._paused,
+            paused=self._paused if self.pausable else None,
             on_offset_moved=self._offset_moved,
         )
         self.fetchers[mq] = fetcher

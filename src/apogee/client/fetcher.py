@@ -15,8 +15,8 @@ Rules (RocketMQ DefaultMQPushConsumerImpl.pullMessage, PullAPIWrapper):
   to a master, carries the group's committed offset (COMMIT_OFFSET bit);
 * FOUND: the next offset is ``nextBeginOffset``; tags are re-checked on the
   client (hash collisions pass the broker); messages of the retry topic get
-  their original topic back; what is left is put into the ProcessQueue and
-  delivered. NO_NEW_MSG / NO_MATCHED_MSG: the next offset moves on, and the
+  their original topic back; what is left is delivered (the consumer puts
+  it into the ProcessQueue). NO_NEW_MSG / NO_MATCHED_MSG: the next offset moves on, and the
   committed offset with it when nothing is held, so filtered-out messages do
   not hold a group back. OFFSET_ILLEGAL: the offset the broker names is taken
   at once (RocketMQ drops the queue for 20 s first; the result is the same);
@@ -70,8 +70,9 @@ class PullSettings:
     clustering: bool = True
 
 
-#: hands what a pull found to the consumer: (fetcher, messages)
-Deliver = Callable[["Fetcher", list[ReceivedMessage]], None]
+#: hands what a pull found to the consumer: (fetcher, messages, the queue's max offset);
+#: the consumer puts them into the fetcher's ProcessQueue (or consumes them at once)
+Deliver = Callable[["Fetcher", list[ReceivedMessage], int], None]
 #: the queue's offset moved without messages: (queue, offset, forced); forced
 #: (an illegal offset) may move it back
 OffsetMoved = Callable[[MessageQueue, int, bool], None]
@@ -134,11 +135,12 @@ class Fetcher:
         limits = settings.limits
         orderly = settings.orderly
         must_lock = orderly and settings.clustering
+        paused = self._paused
         while not pq.dropped:
-            if self._paused is not None and self._paused(self.mq):
+            if paused is not None and paused(self.mq):
                 await sleep(PAUSED_DELAY_S)
                 continue
-            if pq.flow_control(limits, orderly=orderly) is not None:
+            if pq.count and pq.flow_control(limits, orderly=orderly) is not None:
                 await sleep(FLOW_CONTROL_DELAY_S)
                 continue
             if must_lock and (not pq.locked or pq.is_lock_expired()):
@@ -159,14 +161,16 @@ class Fetcher:
 
     def _address(self) -> tuple[str | None, bool]:
         """Where the next pull goes, and whether that is the master."""
-        addrs = self._routes.broker_addrs(self.mq.broker_name)
-        addr = addrs.get(self.broker_id)
+        routes = self._routes
+        name = self.mq.broker_name
+        broker_id = self.broker_id
+        addr = routes.broker_addr(name, broker_id)
         if addr is not None:
-            return addr, self.broker_id == MASTER_ID
-        master = addrs.get(MASTER_ID)
+            return addr, broker_id == MASTER_ID
+        master = routes.broker_addr(name, MASTER_ID)
         if master is not None:
             return master, True
-        for any_addr in addrs.values():
+        for any_addr in routes.broker_addrs(name).values():
             return any_addr, False
         return None, False
 
@@ -204,8 +208,7 @@ class Fetcher:
                     if original:
                         m.topic = original
             if msgs:
-                self.pq.put(msgs, max_offset=result.max_offset)
-                self._deliver(self, msgs)
+                self._deliver(self, msgs, result.max_offset)
             elif not self.pq.count and self._on_offset_moved is not None:
                 self._on_offset_moved(self.mq, self.next_offset, False)
             return

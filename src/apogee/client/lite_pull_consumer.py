@@ -60,6 +60,7 @@ _Batch = tuple[Fetcher, list[ReceivedMessage]]
 
 class LitePullConsumer(ConsumerCore):
     consume_type = ConsumeType.CONSUME_ACTIVELY
+    pausable = True
 
     def __init__(
         self,
@@ -236,7 +237,8 @@ class LitePullConsumer(ConsumerCore):
             self._buffered += len(batch[1])
         return out
 
-    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
+        fetcher.pq.put(msgs, max_offset=max_offset)
         self._buffer.append((fetcher, msgs))
         self._buffered += len(msgs)
         self._arrived.set()

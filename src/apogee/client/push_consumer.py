@@ -255,10 +255,10 @@ class PushConsumer(ConsumerCore):
 
     # -- ConsumerCore hooks -----------------------------------------------------------------
 
-    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage]) -> None:
+    def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
         service = self._service
         if service is not None:
-            service.deliver(fetcher, msgs)
+            service.deliver(fetcher, msgs, max_offset)
 
     def _flow_limits(self) -> FlowLimits:
         cfg = self.push_config

@@ -71,6 +71,11 @@ class RouteCache:
         addrs = self._brokers.get(broker_name)
         return None if addrs is None else addrs.get(MASTER_ID)
 
+    def broker_addr(self, broker_name: str, broker_id: int) -> str | None:
+        """The address of one broker of the group (0: the master); None if unknown."""
+        addrs = self._brokers.get(broker_name)
+        return None if addrs is None else addrs.get(broker_id)
+
     def broker_addrs(self, broker_name: str) -> dict[int, str]:
         """The broker group's addresses by broker id (0 is the master); {} if unknown."""
         return dict(self._brokers.get(broker_name, {}))
