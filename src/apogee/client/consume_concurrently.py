@@ -294,7 +294,8 @@ class ConcurrentService:
     async def reconsume_later(self, msg: ReceivedMessage) -> None:
         """``msg``, the message ``async for`` gave last, failed: retry it (see the module)."""
         batch = self._batch
-        if batch is None or self._pos == 0 or batch[1][self._pos - 1] is not msg:
+        given = batch is not None and self._pos > self._acked and batch[1][self._pos - 1] is msg
+        if not given or batch is None:
             raise ValueError("reconsume_later takes the message async for gave last")
         fetcher = batch[0]
         self._pos -= 1

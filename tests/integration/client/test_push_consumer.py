@@ -340,3 +340,60 @@ async def test_bad_use_is_refused_clearly(cluster: Cluster) -> None:
         PushConsumer("cg-bad", namesrv=namesrv, listener=42)  # type: ignore[arg-type]
     with pytest.raises(ClientError, match="retry topic"):
         consumer.subscribe("%RETRY%cg-bad")
+
+
+async def test_async_for_hands_failures_back_in_both_modes(cluster: Cluster) -> None:
+    namesrv, _ = cluster
+    queue = MessageQueue("Again", "broker-a", 3)
+    await send_all(namesrv, [Message("Again", b"a%d" % i) for i in range(3)], queue=queue)
+
+    seen: list[bytes] = []
+    async with PushConsumer(
+        "cg-again-o", namesrv=namesrv, consume_from="first", orderly=True, suspend_time=0.05
+    ) as consumer:
+        consumer.subscribe("Again")
+        async for msg in consumer:
+            seen.append(msg.body)
+            if msg.body == b"a1" and seen.count(b"a1") == 1:
+                await consumer.reconsume_later(msg)  # handed over again before a2
+            if msg.body == b"a2":
+                break
+    assert seen == [b"a0", b"a1", b"a1", b"a2"]
+
+    async with PushConsumer(
+        "cg-again-c", namesrv=namesrv, consume_from="first", retry_delay_level=1
+    ) as consumer:
+        consumer.subscribe("Again")
+        retried: list[tuple[bytes, int]] = []
+        async for msg in consumer:
+            retried.append((msg.body, msg.reconsume_times))
+            if msg.body == b"a1" and msg.reconsume_times == 0:
+                await consumer.reconsume_later(msg)  # back to the broker, again in 1 s
+                with pytest.raises(ValueError, match="gave last"):
+                    await consumer.reconsume_later(msg)
+            if (b"a1", 1) in retried:
+                break
+    assert retried[:3] == [(b"a0", 0), (b"a1", 0), (b"a2", 0)] and retried[-1] == (b"a1", 1)
+    assert await committed_offset(namesrv, "cg-again-c", queue) == 3
+
+
+async def test_running_info_and_an_offset_reset(cluster: Cluster) -> None:
+    namesrv, _ = cluster
+    queue = MessageQueue("Reset", "broker-a", 0)
+    await send_all(namesrv, [Message("Reset", b"r%d" % i) for i in range(4)], queue=queue)
+    got: list[bytes] = []
+    async with PushConsumer(
+        "cg-reset", namesrv=namesrv, consume_from="first", listener=lambda m: got.append(m.body)
+    ) as consumer:
+        consumer.subscribe("Reset", "*")
+        await wait_for(lambda: len(got) == 4)
+        info = consumer.running_info()
+        orjson.dumps(info, default=str)  # the answer's body
+        assert info["properties"]["consumeType"] == "CONSUME_PASSIVELY"  # type: ignore[index]
+        table = info["mqTable"]
+        assert isinstance(table, dict) and len(table) == 5
+        [row] = [v for k, v in table.items() if '"Reset"' in k and '"queueId":0' in k]
+        assert row["commitOffset"] == 4 and row["cachedMsgCount"] == 0
+        await consumer.reset_offsets("Reset", {queue: 1})  # what resetOffsetByTime sends
+        await wait_for(lambda: len(got) == 7)
+    assert got[4:] == [b"r1", b"r2", b"r3"]
