@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from apogee.client.broker_api import BrokerApi
@@ -44,6 +45,7 @@ from apogee.client.listener import (
     Retrier,
     consume_one,
 )
+from apogee.client.process_queue import ProcessQueue
 from apogee.client.route_cache import RouteCache
 from apogee.errors import ApogeeError
 from apogee.model.client import MessageQueue
@@ -82,6 +84,18 @@ class LockKeeper:
             except ApogeeError as exc:
                 log.info("locking %d queues on %s failed: %s", len(queues), addr, exc)
         return held & set(mqs)
+
+    async def renew(self, queues: Mapping[MessageQueue, ProcessQueue[Any]]) -> set[MessageQueue]:
+        """Lock (again) the queues of these ProcessQueues and mark each locked or not."""
+        if not queues:
+            return set()
+        held = await self.lock(list(queues))
+        now = time.time_ns() // 1_000_000
+        for mq, pq in queues.items():
+            pq.locked = mq in held
+            if pq.locked:
+                pq.last_lock_ms = now
+        return held
 
     async def unlock(self, mqs: Collection[MessageQueue]) -> None:
         for addr, queues in self._by_master(mqs).items():

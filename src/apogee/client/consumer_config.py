@@ -2,13 +2,16 @@
 
 Owns: :class:`ConsumerConfig` (what both consumers share), :class:`PushConsumerConfig`
 (DefaultMQPushConsumer's settings) and :class:`LitePullConsumerConfig`
-(DefaultLitePullConsumer's), each checked when built, and
-:func:`consume_from`, which reads ``"last"`` / ``"first"`` / ``"timestamp"``.
+(DefaultLitePullConsumer's), each checked when built, and the readers of the
+values users pass: :func:`consume_from` (``"last"`` / ``"first"`` /
+``"timestamp"``), :func:`message_model`, :func:`allocate_strategy`,
+:func:`timestamp_ms`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from apogee.client.allocate import STRATEGIES, AllocateStrategy
@@ -36,6 +39,14 @@ def consume_from(value: str | ConsumeFromWhere) -> ConsumeFromWhere:
     if found is None:
         raise ConfigError(f"consume_from must be one of {', '.join(_FROM)}, got {value!r}")
     return found
+
+
+def timestamp_ms(value: float | datetime | None) -> int | None:
+    """Seconds since the epoch (``time.time()``) or a datetime, as milliseconds."""
+    if value is None:
+        return None
+    seconds = value.timestamp() if isinstance(value, datetime) else float(value)
+    return int(seconds * 1000)
 
 
 def message_model(value: str | MessageModel) -> MessageModel:

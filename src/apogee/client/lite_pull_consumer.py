@@ -41,14 +41,13 @@ from types import TracebackType
 from typing import Self
 
 from apogee.client.allocate import AllocateStrategy
-from apogee.client.consumer_config import LitePullConsumerConfig, allocate_strategy
+from apogee.client.consumer_config import LitePullConsumerConfig, allocate_strategy, timestamp_ms
 from apogee.client.consumer_config import consume_from as parse_consume_from
 from apogee.client.consumer_config import message_model as parse_message_model
 from apogee.client.consumer_core import PQ, ConsumerCore
 from apogee.client.fetcher import Fetcher
 from apogee.client.instance import DEFAULT_INSTANCE_NAME, InstanceConfig
 from apogee.client.offset_store import ReadOffsetType
-from apogee.client.push_consumer import timestamp_ms
 from apogee.client.subscriptions import build_subscription
 from apogee.errors import ClientError
 from apogee.model.client import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue

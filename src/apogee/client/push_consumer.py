@@ -21,7 +21,6 @@ delivered again (to this group) after a restart or a rebalance.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +31,7 @@ from apogee._util.periodic import PeriodicTask
 from apogee.client.allocate import AllocateStrategy
 from apogee.client.consume_concurrently import ConcurrentService
 from apogee.client.consume_orderly import LockKeeper, OrderlyService
-from apogee.client.consumer_config import PushConsumerConfig, allocate_strategy
+from apogee.client.consumer_config import PushConsumerConfig, allocate_strategy, timestamp_ms
 from apogee.client.consumer_config import consume_from as parse_consume_from
 from apogee.client.consumer_config import message_model as parse_message_model
 from apogee.client.consumer_core import PQ, ConsumerCore
@@ -52,14 +51,6 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT_S = 10.0
 #: how long a queue given up waits for its orderly message in hand
 QUIESCE_WAIT_S = 1.0
-
-
-def timestamp_ms(value: float | datetime | None) -> int | None:
-    """Seconds since the epoch (``time.time()``) or a datetime, as milliseconds."""
-    if value is None:
-        return None
-    seconds = value.timestamp() if isinstance(value, datetime) else float(value)
-    return int(seconds * 1000)
 
 
 class PushConsumer(ConsumerCore):
@@ -203,7 +194,7 @@ class PushConsumer(ConsumerCore):
                 )
             await self._join()
         except BaseException:
-            await self._close()
+            await self.close()
             raise
 
     async def close(self) -> None:
@@ -271,11 +262,7 @@ class PushConsumer(ConsumerCore):
     async def _queue_adding(self, mq: MessageQueue, pq: PQ) -> bool:
         if self._locks is None:
             return True
-        if mq not in await self._locks.lock([mq]):
-            return False
-        pq.locked = True
-        pq.last_lock_ms = time.time_ns() // 1_000_000
-        return True
+        return bool(await self._locks.renew({mq: pq}))
 
     async def _queue_dropped(self, mq: MessageQueue, pq: PQ) -> None:
         if isinstance(self._service, OrderlyService):
@@ -287,15 +274,8 @@ class PushConsumer(ConsumerCore):
             await self._locks.unlock([mq])
 
     async def _renew_locks(self) -> None:
-        if self._locks is None or not self.fetchers:
-            return
-        held = await self._locks.lock(list(self.fetchers))
-        now = time.time_ns() // 1_000_000
-        for mq, fetcher in list(self.fetchers.items()):
-            pq = fetcher.pq
-            pq.locked = mq in held
-            if pq.locked:
-                pq.last_lock_ms = now
+        if self._locks is not None:
+            await self._locks.renew({mq: f.pq for mq, f in self.fetchers.items()})
 
     def _running_properties(self) -> dict[str, object]:
         cfg = self.push_config

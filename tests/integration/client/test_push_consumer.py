@@ -397,3 +397,41 @@ async def test_running_info_and_an_offset_reset(cluster: Cluster) -> None:
         await consumer.reset_offsets("Reset", {queue: 1})  # what resetOffsetByTime sends
         await wait_for(lambda: len(got) == 7)
     assert got[4:] == [b"r1", b"r2", b"r3"]
+
+
+async def test_concurrency_limit_and_flow_control(cluster: Cluster) -> None:
+    namesrv, _ = cluster
+    queue = MessageQueue("Busy", "broker-a", 0)
+    await send_all(namesrv, [Message("Busy", b"%d" % i) for i in range(150)], queue=queue)
+    running = 0
+    most = 0
+    release = asyncio.Event()
+    done: list[int] = []
+
+    async def listener(msg: ReceivedMessage) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await release.wait()
+        running -= 1
+        done.append(msg.queue_offset)
+
+    async with PushConsumer(
+        "cg-busy",
+        namesrv=namesrv,
+        consume_from="first",
+        listener=listener,
+        consume_concurrency=3,
+        pull_threshold_for_queue=40,
+        pull_batch_size=16,
+    ) as consumer:
+        consumer.subscribe("Busy")
+        await wait_for(lambda: most == 3)
+        fetcher = consumer.fetchers[queue]
+        await asyncio.sleep(0.3)  # the fetcher stops once more than 40 are held
+        assert 40 < fetcher.pq.count <= 40 + 16 and fetcher.next_offset < 150
+        assert consumer.offsets.get(queue) == 0
+        release.set()
+        await wait_for(lambda: len(done) == 150)
+        await wait_for(lambda: consumer.offsets.get(queue) == 150)
+    assert most == 3 and sorted(done) == list(range(150))
