@@ -103,6 +103,7 @@ class Fetcher:
         self.mq = mq
         self.pq = pq
         self.start_offset = self.next_offset = offset
+        self.sub = sub
         self._deliver = deliver
         self._committed = committed
         self._tag_filter = tag_filter

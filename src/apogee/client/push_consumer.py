@@ -127,17 +127,18 @@ class PushConsumer(ConsumerCore):
         """
         sub = build_subscription(topic, expression, sql=sql)
         if self.subscriptions.add(sub) and self.started:
-            self.instance.spawn(self._subscriptions_changed())
+            self.instance.spawn(self._subscriptions_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
         if self.subscriptions.remove(topic) and self.started:
-            self.instance.spawn(self._subscriptions_changed())
+            self.instance.spawn(self._subscriptions_changed(topic))
 
-    async def _subscriptions_changed(self) -> None:
+    async def _subscriptions_changed(self, topic: str) -> None:
         await self._announce_subscriptions()
-        for fetcher in list(self.fetchers.values()):  # pulls carry the new expression
-            mq = fetcher.mq
-            if mq in self.fetchers and mq.topic in self.subscriptions:
+        sub = self.subscriptions.get(topic)
+        for mq, fetcher in list(self.fetchers.items()):
+            # the queues already read pull with the new expression from the committed offset
+            if sub is not None and mq.topic == topic and fetcher.sub is not sub:
                 offset = self.offsets.get(mq)
                 self._restart_queue(mq, fetcher.start_offset if offset is None else offset)
         self.request_rebalance()

@@ -435,3 +435,24 @@ async def test_concurrency_limit_and_flow_control(cluster: Cluster) -> None:
         await wait_for(lambda: len(done) == 150)
         await wait_for(lambda: consumer.offsets.get(queue) == 150)
     assert most == 3 and sorted(done) == list(range(150))
+
+
+async def test_a_subscription_changed_while_running_applies_at_once(cluster: Cluster) -> None:
+    namesrv, _ = cluster
+    got: list[bytes] = []
+    async with PushConsumer(
+        "cg-change", namesrv=namesrv, consume_from="first", listener=lambda m: got.append(m.body)
+    ) as consumer:
+        consumer.subscribe("Change", "A")
+        await send_all(namesrv, [Message("Change", b"a1", tags="A")])
+        await wait_for(lambda: got == [b"a1"])
+        consumer.subscribe("Change", "B")  # the queues already read pull with "B" from now on
+        await send_all(
+            namesrv, [Message("Change", b"a2", tags="A"), Message("Change", b"b1", tags="B")]
+        )
+        await wait_for(lambda: b"b1" in got)
+        consumer.unsubscribe("Change")
+        await wait_for(
+            lambda: not {mq.topic for mq in consumer.assignment()} - {"%RETRY%cg-change"}
+        )
+    assert got == [b"a1", b"b1"]
