@@ -13,7 +13,9 @@ Rules (RocketMQ RebalanceImpl, DefaultMQPushConsumerImpl):
 * rebalancing runs at start, every ``rebalance_interval_s``, when a broker
   says the group's members changed (NOTIFY_CONSUMER_IDS_CHANGED) and when
   the subscriptions change; rounds never overlap, and requests made during
-  a round start one more after it;
+  a round start one more after it. A round that could not tell a topic's
+  queues (no route yet, no broker answering) asks for another one a second
+  later;
 * a queue given up is dropped (its fetcher stops, its held messages are
   not delivered) and its offset persisted, so the next owner starts where
   this one stopped; a queue taken starts at ``ConsumerOffsets.start_offset``;
@@ -46,6 +48,8 @@ from apogee.protocol.admin_bodies import mq_key
 log = logging.getLogger(__name__)
 
 PQ = ProcessQueue[ReceivedMessage]
+#: a rebalance that could not tell a topic's queues tries again this soon
+UNKNOWN_RETRY_S = 1.0
 PUSH = ConsumeType.CONSUME_PASSIVELY
 
 
@@ -312,11 +316,15 @@ class ConsumerCore:
             else:
                 rebalancer = self._rebalancer
                 assert rebalancer is not None
-                topics = self.subscriptions.topics()
-                for topic in topics:
+                unknown = False
+                for topic in self.subscriptions.topics():
                     wanted = await rebalancer.allocate(topic)
-                    if wanted is not None:
+                    if wanted is None:
+                        unknown = True
+                    else:
                         await self._apply(topic, wanted)
+                if unknown:  # a new topic's route (a retry topic's, say) comes soon: look again
+                    asyncio.get_running_loop().call_later(UNKNOWN_RETRY_S, self.request_rebalance)
                 for mq in [mq for mq in self.fetchers if mq.topic not in self.subscriptions]:
                     await self._remove_queue(mq)
             self.rebalances += 1

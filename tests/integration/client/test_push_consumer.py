@@ -386,7 +386,7 @@ async def test_running_info_and_an_offset_reset(cluster: Cluster) -> None:
         "cg-reset", namesrv=namesrv, consume_from="first", listener=lambda m: got.append(m.body)
     ) as consumer:
         consumer.subscribe("Reset", "*")
-        await wait_for(lambda: len(got) == 4)
+        await wait_for(lambda: len(got) == 4 and len(consumer.assignment()) == 5)
         info = consumer.running_info()
         orjson.dumps(info, default=str)  # the answer's body
         assert info["properties"]["consumeType"] == "CONSUME_PASSIVELY"  # type: ignore[index]
