@@ -425,16 +425,61 @@ class BrokerApi:
             messages = [m for m in messages if sub.matches_tag(m.tags)]
         return PullResult(status, *_pull_offsets(answer), messages=messages)
 
+    async def pull_prepared(
+        self, addr: str, ext: dict[str, str], timeout_s: float
+    ) -> PullResult[ReceivedMessage]:
+        """A PULL_MESSAGE of a prepared header (``PullMessageRequestHeader.to_ext()``).
+
+        The consumers' path: messages decoded lazily, no tag re-check (the
+        caller filters), ``timeout_s`` already counting the broker's hold.
+        """
+        request = new_command(
+            RequestCode.PULL_MESSAGE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON
+        )
+        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
+        response = await conn.invoke(request, timeout_s)
+        status = _PULL_STATUS.get(response.code)
+        if status is None:
+            raise error_for_code(response.code, response.remark)
+        answer = response.ext_fields
+        try:
+            offsets = (
+                int(answer["nextBeginOffset"]),
+                int(answer["minOffset"]),
+                int(answer["maxOffset"]),
+                int(answer["suggestWhichBrokerId"]),
+            )
+        except (KeyError, ValueError):
+            h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
+            raise
+        found = status is PullStatus.FOUND
+        return PullResult(
+            status,
+            *offsets,
+            messages=decode_received(response.body_bytes()) if found else [],
+        )
+
     # -- offsets ----------------------------------------------------------------------
 
     async def query_consumer_offset(
-        self, addr: str, group: str, topic: str, queue_id: int
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        *,
+        set_zero_if_not_found: bool | None = None,
     ) -> int | None:
-        """The group's committed offset of the queue; None when it has none."""
+        """The group's committed offset of the queue; None when it has none.
+
+        ``set_zero_if_not_found=False`` asks a broker that would answer 0 for a
+        new group on a young queue (RocketMQ 4.x) to say "none" instead (5.x
+        field; older brokers ignore it).
+        """
         response = await self._call(
             addr,
             RequestCode.QUERY_CONSUMER_OFFSET,
-            h.QueryConsumerOffsetRequestHeader(group, topic, queue_id),
+            h.QueryConsumerOffsetRequestHeader(group, topic, queue_id, set_zero_if_not_found),
             ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
@@ -563,7 +608,7 @@ class BrokerApi:
     async def send_back(
         self,
         addr: str,
-        msg: MessageExt,
+        msg: MessageExt | ReceivedMessage,
         group: str,
         delay_level: int = 0,
         *,

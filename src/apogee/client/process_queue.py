@@ -189,6 +189,15 @@ class ProcessQueue(Generic[M]):
         first = self._first()
         return self._max_offset + 1 if first is None else first
 
+    def passed(self, last_offset: int) -> None:
+        """Messages up to ``last_offset`` were consumed as they came, never held.
+
+        (A consumer that handles a pulled batch before it awaits anything
+        need not put it.) With nothing held, the offset to commit is then one
+        past ``last_offset``.
+        """
+        self._max_offset = max(self._max_offset, last_offset)
+
     def clear(self) -> None:
         self._held.clear()
         self._order.clear()

@@ -16,6 +16,7 @@ asked first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apogee.client.broker_api import BrokerApi
@@ -36,6 +37,20 @@ class PullTarget:
         return self.broker_id != MASTER_ID
 
 
+def pull_address(addrs: Mapping[int, str], wanted: int) -> PullTarget | None:
+    """The broker of a group to pull from (see the module docstring); None if none listed."""
+    addr = addrs.get(wanted)
+    if addr is not None:
+        return PullTarget(addr, wanted)
+    addr = addrs.get(MASTER_ID)
+    if addr is not None:
+        return PullTarget(addr, MASTER_ID)
+    if addrs:
+        lowest = min(addrs)
+        return PullTarget(addrs[lowest], lowest)
+    return None
+
+
 class PullTargets:
     """Suggested broker ids by queue, and the address each queue is pulled from."""
 
@@ -50,13 +65,7 @@ class PullTargets:
 
     def target(self, mq: MessageQueue, broker: BrokerData) -> PullTarget | None:
         """Where to pull ``mq`` from; None when the route lists no address at all."""
-        addrs = broker.broker_addrs
-        wanted = self.suggested(mq)
-        for broker_id in (wanted, MASTER_ID, *sorted(addrs)):
-            addr = addrs.get(broker_id)
-            if addr is not None:
-                return PullTarget(addr, broker_id)
-        return None
+        return pull_address(broker.broker_addrs, self.suggested(mq))
 
     async def pull(
         self,

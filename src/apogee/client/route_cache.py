@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from apogee.client.namesrv_api import NamesrvApi
 from apogee.client.publish import PublishInfo, default_route, publish_info
@@ -36,6 +36,7 @@ from apogee.model.route import MASTER_ID, TopicRouteData, readable
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY
 
 log = logging.getLogger(__name__)
+_NO_BROKERS: Mapping[int, str] = {}
 
 BrokersListener = Callable[[set[str]], None]
 RouteListener = Callable[[str, TopicRouteData], None]
@@ -70,6 +71,15 @@ class RouteCache:
     def master_addr(self, broker_name: str) -> str | None:
         addrs = self._brokers.get(broker_name)
         return None if addrs is None else addrs.get(MASTER_ID)
+
+    def broker_addr(self, broker_name: str, broker_id: int) -> str | None:
+        """The address of one broker of the group (0: the master); None if unknown."""
+        addrs = self._brokers.get(broker_name)
+        return None if addrs is None else addrs.get(broker_id)
+
+    def broker_group(self, broker_name: str) -> Mapping[int, str]:
+        """The broker group's addresses by broker id, not copied: read it, do not keep it."""
+        return self._brokers.get(broker_name, _NO_BROKERS)
 
     def broker_addrs(self, broker_name: str) -> dict[int, str]:
         """The broker group's addresses by broker id (0 is the master); {} if unknown."""

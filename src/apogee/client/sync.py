@@ -1,8 +1,9 @@
 """The client for code without an event loop: scripts, notebooks, worker threads.
 
 Owns: LoopThread (one daemon thread per process running the event loop every
-sync client shares; uvloop when installed) and the blocking Producer and
-TransactionProducer, each a thin shell around its asyncio twin running there.
+sync client shares; uvloop when installed) and the blocking Producer,
+TransactionProducer, PushConsumer and LitePullConsumer, each a thin shell
+around its asyncio twin running there.
 Imports: asyncio, threading, ``apogee.client``, ``apogee.errors``,
 ``apogee.remoting``.
 
@@ -20,6 +21,10 @@ Rules:
 * a transaction's local transaction runs in the thread that called
   ``send_in_transaction`` (it may use that thread's database session), the
   ``checker`` in a worker thread of the loop (it may block);
+* a PushConsumer's listener runs in a pool of ``consume_concurrency``
+  threads of its own (it may block), never on the loop thread; iterating
+  (``for msg in consumer``) hands the messages to the iterating thread, a
+  message being done when the next one is asked for;
 * calling a sync method on the loop thread itself (from a callback of an
   asyncio client) would wait forever, so it raises ClientError instead;
 * at interpreter exit the loop closes what is still open (producers leave
@@ -33,12 +38,15 @@ import atexit
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from apogee.client import instance as instance_module
+from apogee.client import lite_pull_consumer as async_lite
 from apogee.client import producer as async_producer
+from apogee.client import push_consumer as async_push
 from apogee.client import transaction_producer as async_tx
 from apogee.client.latency import LatencyFaultTable
 from apogee.client.selectors import QueueSelector
@@ -46,6 +54,7 @@ from apogee.client.transaction import LocalTransactionState
 from apogee.errors import ClientError
 from apogee.model.client import MessageQueue
 from apogee.model.message import Message, MessageExt
+from apogee.model.received import ReceivedMessage
 from apogee.model.results import SendResult, SendStatus
 from apogee.remoting.runner import loop_factory
 
@@ -258,3 +267,181 @@ class TransactionProducer(Producer):
             run(tx.end_transaction(half, LocalTransactionState.UNKNOW, remark=async_tx.failed(exc)))
             raise
         return run(tx.end_with(half, outcome))
+
+
+class PushConsumer:
+    """``apogee.client.PushConsumer`` with blocking methods; the same options.
+
+    ``listener`` is a plain function: it runs in a pool of ``consume_concurrency``
+    threads. Without one, iterate: ``for msg in consumer`` (inside ``with consumer``).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv: str | Sequence[str],
+        listener: Callable[[ReceivedMessage], object] | None = None,
+        consume_concurrency: int = 20,
+        **options: Any,
+    ) -> None:
+        if listener is not None and not callable(listener):
+            raise ClientError(f"listener: {listener!r} is not callable")
+        self._runner = LoopThread.get()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        in_pool = None
+        if listener is not None:
+            sync_listener = listener
+            pool = self._pool = concurrent.futures.ThreadPoolExecutor(
+                consume_concurrency, thread_name_prefix=f"apogee-consume-{group}"
+            )
+
+            async def in_pool(msg: ReceivedMessage) -> object:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(pool, sync_listener, msg)
+
+        self._async = async_push.PushConsumer(
+            group,
+            namesrv=namesrv,
+            listener=in_pool,
+            consume_concurrency=consume_concurrency,
+            **options,
+        )
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def asyncio_consumer(self) -> async_push.PushConsumer:
+        """The asyncio consumer this one drives (use it only on ``LoopThread.get().loop``)."""
+        return self._async
+
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        self._runner.run(_call(self._async.subscribe, topic, expression, sql=sql))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._runner.run(_call(self._async.unsubscribe, topic))
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._runner.run(_call(self._async.assignment))
+
+    def start(self) -> None:
+        self._runner.run(self._async.start())
+
+    def close(self) -> None:
+        self._runner.run(self._async.close())
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._runner.run(self._async.__aexit__(exc_type, exc, tb))
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    def __iter__(self) -> Self:
+        self._async.__aiter__()  # refuses a consumer with a listener
+        return self
+
+    def __next__(self) -> ReceivedMessage:
+        try:
+            return self._runner.run(self._async.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def reconsume_later(self, msg: ReceivedMessage) -> None:
+        """The message the iteration gave last failed: retry it later."""
+        self._runner.run(self._async.reconsume_later(msg))
+
+
+class LitePullConsumer:
+    """``apogee.client.LitePullConsumer`` with blocking methods; the same options."""
+
+    def __init__(self, group: str, *, namesrv: str | Sequence[str], **options: Any) -> None:
+        self._runner = LoopThread.get()
+        self._async = async_lite.LitePullConsumer(group, namesrv=namesrv, **options)
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def asyncio_consumer(self) -> async_lite.LitePullConsumer:
+        return self._async
+
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        self._runner.run(_call(self._async.subscribe, topic, expression, sql=sql))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._runner.run(_call(self._async.unsubscribe, topic))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        self._runner.run(_call(self._async.assign, list(queues)))
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._runner.run(_call(self._async.assignment))
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return self._runner.run(self._async.fetch_queues(topic))
+
+    def start(self) -> None:
+        self._runner.run(self._async.start())
+
+    def close(self) -> None:
+        self._runner.run(self._async.close())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def poll(self, timeout: float = 5.0, max_messages: int | None = None) -> list[ReceivedMessage]:
+        return self._runner.run(self._async.poll(timeout, max_messages))
+
+    def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        self._runner.run(self._async.commit(offsets))
+
+    def committed(self, mq: MessageQueue) -> int | None:
+        return self._runner.run(self._async.committed(mq))
+
+    def position(self, mq: MessageQueue) -> int | None:
+        return self._runner.run(_call(self._async.position, mq))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._runner.run(self._async.seek(mq, offset))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._runner.run(self._async.seek_to_begin(mq))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._runner.run(self._async.seek_to_end(mq))
+
+    def seek_by_timestamp(self, mq: MessageQueue, when: float | datetime) -> None:
+        self._runner.run(self._async.seek_by_timestamp(mq, when))
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        self._runner.run(_call(self._async.pause, list(queues)))
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        self._runner.run(_call(self._async.resume, list(queues)))
+
+
+async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args)`` on the loop thread (the asyncio clients are not thread-safe)."""
+    return fn(*args, **kwargs)

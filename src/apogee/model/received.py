@@ -123,7 +123,9 @@ class ReceivedMessage:
     Holds a reference to the whole response body it came from.
     """
 
-    topic = cython.declare(str, visibility="readonly")
+    # topic and reconsume_times may be set: a consumer gives a retried message
+    # its original topic back, and counts an orderly queue's local retries
+    topic = cython.declare(str, visibility="public")
     queue_id = cython.declare(cython.int, visibility="readonly")
     flag = cython.declare(cython.int, visibility="readonly")
     queue_offset = cython.declare(cython.longlong, visibility="readonly")
@@ -131,7 +133,7 @@ class ReceivedMessage:
     sys_flag = cython.declare(cython.int, visibility="readonly")
     born_timestamp = cython.declare(cython.longlong, visibility="readonly")
     store_timestamp = cython.declare(cython.longlong, visibility="readonly")
-    reconsume_times = cython.declare(cython.int, visibility="readonly")
+    reconsume_times = cython.declare(cython.int, visibility="public")
     prepared_transaction_offset = cython.declare(cython.longlong, visibility="readonly")
     store_size = cython.declare(cython.int, visibility="readonly")
     body_crc = cython.declare(cython.int, visibility="readonly")

@@ -16,7 +16,7 @@ import pytest
 
 from apogee.admin import acl_admin
 from apogee.admin.admin_client import AdminClient
-from apogee.client import Message, Producer, SessionCredentials
+from apogee.client import LitePullConsumer, Message, Producer, PushConsumer, SessionCredentials
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
 from apogee.codes import ResponseCode
@@ -62,6 +62,32 @@ async def test_producer_with_credentials_sends_others_are_refused(cluster: AclCl
             with pytest.raises(BrokerResponseError) as caught:
                 await p.send(Message("orders", b"x"))
             assert caught.value.code == ResponseCode.NO_PERMISSION
+
+
+async def test_consumers_with_credentials_receive(cluster: AclCluster) -> None:
+    async with Producer("pg", namesrv=cluster.ns, credentials=PRODUCER, retries=0) as producer:
+        await producer.send(Message("orders", b"for the readers"))
+    lite = LitePullConsumer(
+        "readers", namesrv=cluster.ns, credentials=CONSUMER, consume_from="first"
+    )
+    lite.subscribe("orders")
+    async with lite:
+        got = await eventually(lambda: lite.poll(timeout=0.5), timeout_s=15)
+        assert b"for the readers" in [m.body for m in got]
+    async with Producer("pg", namesrv=cluster.ns, credentials=PRODUCER, retries=0) as producer:
+        await producer.send(Message("orders", b"for the pushers"))  # the lite one committed
+    received: list[bytes] = []
+    push = PushConsumer(
+        "readers", namesrv=cluster.ns, credentials=CONSUMER, consume_from="first",
+        listener=lambda msg: received.append(msg.body), instance_name="push",
+    )  # fmt: skip
+    push.subscribe("orders")
+    async with push:
+        await eventually(lambda: _async(b"for the pushers" in received), timeout_s=15)
+
+
+async def _async(value: bool) -> bool:
+    return value
 
 
 async def test_pull_and_offsets_need_sub_on_topic_and_group(cluster: AclCluster) -> None:

@@ -1,7 +1,9 @@
-"""Every Python example of docs/python-client.md runs, as written, against real processes.
+"""Every Python example of docs/python-client.md and of the README runs, as written,
+against real processes.
 
 The examples name the name server 127.0.0.1:9876 (``apogee standalone``); here that address
-is replaced by the test cluster's before each example runs in a namespace of its own.
+is replaced by the test cluster's before each example runs in a namespace of its own. The
+broker evaluates SQL92 subscriptions (``enablePropertyFilter=true``), as the page says.
 """
 
 from __future__ import annotations
@@ -16,15 +18,24 @@ from apogee.testing.cluster import BrokerProcess, NamesrvProcess
 
 pytestmark = pytest.mark.slow
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "python-client.md"
-EXAMPLES = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+ROOT = Path(__file__).resolve().parents[3]
+DOC = ROOT / "docs" / "python-client.md"
+README = ROOT / "README.md"
+EXAMPLES = [
+    example
+    for page in (DOC, README)
+    for example in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)
+    if page is DOC or "apogee.client" in example  # the README's Spark snippet is Spark's
+]
 
 
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("docs")
     with NamesrvProcess(root / "ns") as ns:
-        broker = BrokerProcess(root / "store", ns.address)
+        broker = BrokerProcess(
+            root / "store", ns.address, properties={"enablePropertyFilter": "true"}
+        )
         broker.start()
         try:
             yield ns.address

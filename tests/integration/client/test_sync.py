@@ -1,6 +1,6 @@
 """The blocking facade (apogee.client.sync) from plain threads, against broker processes.
 
-These tests are not coroutines: they call the sync producers as a script would, while the
+These tests are not coroutines: they call the sync clients as a script would, while the
 name server and the broker run as ``apogee`` processes. What was stored is read back with
 BrokerApi on a loop of the test's own (``asyncio.run``).
 """
@@ -15,9 +15,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apogee.client import LocalTransactionState, Message, MessageExt, SendStatus
+from apogee.client import (
+    LocalTransactionState,
+    Message,
+    MessageExt,
+    MessageQueue,
+    ReceivedMessage,
+    SendStatus,
+)
 from apogee.client.broker_api import BrokerApi
+from apogee.client.sync import LitePullConsumer as SyncLitePullConsumer
 from apogee.client.sync import LoopThread, Producer, TransactionProducer
+from apogee.client.sync import PushConsumer as SyncPushConsumer
 from apogee.errors import ClientError
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, wait_registered
@@ -130,3 +139,65 @@ def test_closing_twice_and_using_a_closed_producer(cluster: tuple[str, str]) -> 
     producer.close()
     with pytest.raises(ClientError, match="not started"):
         producer.send(Message("SyncT", b"x"))
+
+
+def test_a_sync_push_consumer_runs_its_listener_in_worker_threads(
+    cluster: tuple[str, str],
+) -> None:
+    namesrv, _ = cluster
+    with Producer("sync-pg", namesrv=namesrv) as producer:
+        for i in range(20):
+            producer.send(Message("SyncC", b"c%d" % i))
+    got: list[bytes] = []
+    threads: set[int] = set()
+
+    def listener(msg: ReceivedMessage) -> None:
+        time.sleep(0.01)  # a listener may block: it runs in a pool thread
+        threads.add(threading.get_ident())
+        got.append(msg.body)
+
+    consumer = SyncPushConsumer(
+        "sync-cg", namesrv=namesrv, consume_from="first", listener=listener, consume_concurrency=4
+    )
+    consumer.subscribe("SyncC")
+    with consumer:
+        wait_for(lambda: len(got) == 20, "all consumed")
+        assert len(consumer.assignment()) == 5  # 4 queues and the retry topic's
+    assert sorted(got) == sorted(b"c%d" % i for i in range(20))
+    assert threading.get_ident() not in threads
+    assert LoopThread.get()._thread.ident not in threads and len(threads) > 1
+
+    # iterating: the message the loop left by an exception is the next one's first
+    seen: list[bytes] = []
+    with pytest.raises(KeyError), SyncPushConsumer("sync-it", namesrv=namesrv) as it:
+        it.subscribe("SyncC")
+        wait_for(lambda: len(it.assignment()) == 5, "the queues taken")  # LAST: from now on
+        with Producer("sync-pg", namesrv=namesrv) as producer:
+            producer.send(Message("SyncC", b"one"), queue=MessageQueue("SyncC", "broker-a", 0))
+        for msg in it:
+            seen.append(msg.body)
+            raise KeyError(msg.body)
+    with SyncPushConsumer("sync-it", namesrv=namesrv) as it:
+        it.subscribe("SyncC")
+        seen.append(next(iter(it)).body)
+    assert seen == [b"one", b"one"]
+
+
+def test_a_sync_lite_pull_consumer_polls_seeks_and_commits(cluster: tuple[str, str]) -> None:
+    namesrv, _ = cluster
+    queue = MessageQueue("SyncL", "broker-a", 2)
+    with Producer("sync-pg", namesrv=namesrv) as producer:
+        for i in range(5):
+            producer.send(Message("SyncL", b"l%d" % i), queue=queue)
+    with SyncLitePullConsumer(
+        "sync-lg", namesrv=namesrv, consume_from="first", auto_commit=False
+    ) as consumer:
+        consumer.assign([queue])
+        got: list[bytes] = []
+        while len(got) < 5:
+            got += [m.body for m in consumer.poll(timeout=1)]
+        assert got == [b"l%d" % i for i in range(5)] and consumer.position(queue) == 5
+        consumer.seek(queue, 3)
+        assert [m.body for m in consumer.poll(timeout=2)] == [b"l3", b"l4"]
+        consumer.commit()
+        assert consumer.committed(queue) == 5

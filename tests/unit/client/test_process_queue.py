@@ -87,6 +87,18 @@ def test_the_commit_offset_is_the_lowest_in_flight_or_one_past_the_highest() -> 
     assert pq.remove(pulled([111])) == 110
 
 
+def test_messages_consumed_as_they_came_move_the_commit_offset_on() -> None:
+    pq: ProcessQueue[Pulled] = ProcessQueue()
+    pq.passed(9)  # offsets 0..9 consumed without being held
+    pq.put(pulled([12]))  # one failed message of the next batch is held ...
+    pq.passed(15)  # ... the rest of it, up to 15, was consumed
+    assert pq.remove([]) == 12
+    assert pq.remove(pulled([12])) == 16
+    pq.passed(3)  # never moves back
+    pq.put(pulled([16]))
+    assert pq.remove(pulled([16])) == 17
+
+
 def test_a_put_that_goes_back_keeps_offset_order() -> None:
     pq: ProcessQueue[Pulled] = ProcessQueue()
     pq.put(pulled(range(50, 55)))
