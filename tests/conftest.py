@@ -25,6 +25,18 @@ from apogee.testing.kernels import (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``apogee`` processes the tests start write their log files under the test tmp dir."""
+    saved = os.environ.get("APOGEE_LOG_DIR")
+    os.environ["APOGEE_LOG_DIR"] = str(tmp_path_factory.mktemp("apogeelogs"))
+    yield
+    if saved is None:
+        os.environ.pop("APOGEE_LOG_DIR", None)
+    else:
+        os.environ["APOGEE_LOG_DIR"] = saved
+
+
 @pytest.fixture(scope="module", params=BUILDS)
 def cython_build(request: pytest.FixtureRequest) -> Callable[[str], ModuleType]:
     """Gives a module by name in this run's build: compiled, then interpreted."""

@@ -111,6 +111,14 @@ class StoreError(ApogeeError):
     """A fault of the message store itself (I/O, corruption found at open)."""
 
 
+class StoreInUseError(StoreError):
+    """Another process holds the store's lock; ``pid`` is that process when known."""
+
+    def __init__(self, message: str, *, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
 class DiskFullError(StoreError):
     """The file system has no room for a store file (ENOSPC, EDQUOT).
 
@@ -270,4 +278,7 @@ def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
         name = ResponseCode(code).name
     except ValueError:
         name = f"CODE_{code}"
-    return cls(f"{name}: {remark or ''}".rstrip(": "), code=code)
+    text = (remark or "").strip()
+    if text == name or text.startswith(f"{name}:"):  # the remark already names the code
+        return cls(text, code=code)
+    return cls(f"{name}: {text}".rstrip(": "), code=code)

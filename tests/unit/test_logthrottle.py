@@ -37,3 +37,12 @@ def test_error_messages_quoting_a_peer_are_cut() -> None:
     error = ProtocolError("bad code: " + "x" * 10_000_000)
     assert len(str(error)) == MAX_MESSAGE_LENGTH
     assert str(error).endswith("...")
+
+
+def test_a_record_is_counted_once_by_a_filter_shared_by_two_handlers() -> None:
+    throttle = ThrottleFilter(burst=2, window_s=10, clock=Clock())
+    verdicts = []
+    for i in range(4):
+        r = record("refused %s", i)
+        verdicts.append((throttle.filter(r), throttle.filter(r)))  # stderr, then the file
+    assert verdicts == [(True, True), (True, True), (False, False), (False, False)]

@@ -7,6 +7,9 @@ A kind is the logger, the level and the message template (``record.msg``
 before its arguments are filled in), so one noisy peer's repeated refusals
 count as one kind whatever values they carry.
 
+One filter may sit on several handlers (stderr and a file): a record is
+judged once, and every handler gets the same verdict.
+
 Values in a record are not shortened here: exception messages are
 (``apogee.errors``), and log calls that print a peer's bytes use ``%.300s``.
 """
@@ -37,6 +40,13 @@ class ThrottleFilter(logging.Filter):
         self._kinds: dict[tuple[str, int, object], list[float]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        verdict: bool | None = getattr(record, "_apogee_throttle", None)
+        if verdict is None:
+            verdict = self._judge(record)
+            record.__dict__["_apogee_throttle"] = verdict
+        return verdict
+
+    def _judge(self, record: logging.LogRecord) -> bool:
         key = (record.name, record.levelno, record.msg)
         now = self._clock()
         with self._lock:

@@ -1,12 +1,15 @@
-"""This host's address as peers see it.
+"""This host's address as peers see it, and listening sockets.
 
 Owns: ``local_ipv4`` (the address of the interface outgoing traffic leaves
-by), which client ids and message ids carry. Imports: stdlib.
+by), which client ids and message ids carry, and ``listen_socket`` (a bound
+socket whose failure names the address, for servers that bind before they
+serve).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import socket
 
 
@@ -21,3 +24,23 @@ def local_ipv4() -> str:
             return address
     except OSError:
         return "127.0.0.1"
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, not yet listening (a broker binds before it serves:
+    the bound port goes into every stored record).
+
+    Raises:
+        OSError: with its errno and "cannot listen on HOST:PORT: reason".
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except OSError as exc:  # say which address, keep errno for the caller
+        sock.close()
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {reason}") from exc
+    return sock

@@ -4,7 +4,8 @@ Owns: starting a name server and a broker (and its slave) as ``apogee``
 processes on free ports (stores in a given directory) and stopping them; a
 process's CPU seconds from /proc; percentiles of sorted microsecond samples;
 the options naming the cluster (``--namesrv``, ``--flush``,
-``--replication``). Imports: the standard library and click.
+``--replication``); ``ticking``, a progress bar that fills while a timed
+phase runs (on a terminal; nothing otherwise).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import click
+
+from apogee._util.progress import Progress
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -165,3 +169,24 @@ def percentile(sorted_us: array.array[int], q: float) -> float:
     if not sorted_us:
         return float("nan")
     return sorted_us[min(len(sorted_us) - 1, int(q * len(sorted_us)))] / 1000
+
+
+@contextlib.contextmanager
+def ticking(description: str, seconds: float | None) -> Iterator[None]:
+    """A bar filling over ``seconds`` (None: a spinner) while the block runs."""
+    with Progress(description, seconds, unit="s") as bar:
+        stop = threading.Event()
+        start = time.monotonic()
+
+        def tick() -> None:
+            while not stop.wait(0.2):
+                elapsed = time.monotonic() - start
+                bar.update(min(elapsed, seconds) if seconds else elapsed)
+
+        thread = threading.Thread(target=tick, name="bench-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()

@@ -29,9 +29,10 @@ from typing import Any
 import click
 import uvloop
 
-from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option
+from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option, ticking
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
+from apogee.errors import TopicNotExistError
 from apogee.model.message import Message
 from apogee.model.topic import TopicConfig
 from apogee.remoting.client import RemotingClient
@@ -66,6 +67,16 @@ async def create_topic(api: BrokerApi, target: Target) -> tuple[str, str]:
     name, addr = await _master(NamesrvApi(api.remoting, target.namesrv.split(";")))
     await api.create_topic(addr, TopicConfig(target.topic, target.queues, target.queues))
     return name, addr
+
+
+async def ensure_topic(target: Target) -> None:
+    """Create the topic unless the name servers already route it (an existing one is kept)."""
+    async with RemotingClient() as remoting:
+        namesrv = NamesrvApi(remoting, target.namesrv.split(";"))
+        try:
+            await namesrv.get_route(target.topic)
+        except TopicNotExistError:
+            await create_topic(BrokerApi(remoting, timeout_s=10), target)
 
 
 async def _preload(target: Target, messages: int, body: bytes) -> float:
@@ -131,9 +142,11 @@ def consume_bench(
             if namesrv is None:
                 namesrv, broker_pid = stack.enter_context(cluster(work, "ASYNC_FLUSH"))
             target = Target(namesrv, topic, queues)
-            preload = uvloop.run(_preload(target, messages, b"x" * body_size))
+            with ticking(f"preloading {messages} messages", None):
+                preload = uvloop.run(_preload(target, messages, b"x" * body_size))
             cpu_before = cpu_seconds(broker_pid)
-            summary = _consume(target, messages, threads, work)
+            with ticking(f"draining {messages} messages", None):
+                summary = _consume(target, messages, threads, work)
             cpu_after = cpu_seconds(broker_pid)
     finally:
         shutil.rmtree(work, ignore_errors=True)

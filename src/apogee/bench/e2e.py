@@ -29,7 +29,7 @@ from typing import Any
 import click
 import uvloop
 
-from apogee.bench.cluster import cluster, flush_option, namesrv_option, percentile
+from apogee.bench.cluster import cluster, flush_option, namesrv_option, percentile, ticking
 from apogee.bench.consume import Target, create_topic
 from apogee.client.broker_api import BrokerApi
 from apogee.remoting.client import RemotingClient
@@ -72,10 +72,11 @@ def _run(target: Target, options: dict[str, Any], work: Path) -> dict[str, Any]:
             "seconds": seconds, "warmup_s": warmup, "body_size": options["body_size"],
             "group": "apogee_bench_e2e", "latency_file": str(work / "send.bin"), "stamp": True,
         }  # fmt: skip
-        sent = subprocess.run(
-            [sys.executable, "-m", "apogee.bench.cpp_producer", json.dumps(producer_spec)],
-            capture_output=True, text=True, timeout=warmup + seconds + 120, check=False,
-        )  # fmt: skip
+        with ticking("sending and receiving", warmup + seconds):
+            sent = subprocess.run(
+                [sys.executable, "-m", "apogee.bench.cpp_producer", json.dumps(producer_spec)],
+                capture_output=True, text=True, timeout=warmup + seconds + 120, check=False,
+            )  # fmt: skip
         producer = _last_json(sent.stdout, "producer")
         received = _last_json(consumer.communicate(timeout=180)[0], "consumer")
     finally:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
+import uvloop
 
 from apogee.bench.cluster import (
     cluster,
@@ -33,7 +34,9 @@ from apogee.bench.cluster import (
     namesrv_option,
     percentile,
     replication_option,
+    ticking,
 )
+from apogee.bench.consume import Target, ensure_topic
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,12 @@ def _start_senders(
 
 
 def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Round:
-    senders = _start_senders(load, threads, work)
-    time.sleep(load.warmup_s)
-    cpu_before, wall_before = cpu_seconds(broker_pid), time.monotonic()
-    time.sleep(load.seconds)
-    cpu_after, wall_after = cpu_seconds(broker_pid), time.monotonic()
+    with ticking(f"{threads} sender threads", load.warmup_s + load.seconds):
+        senders = _start_senders(load, threads, work)
+        time.sleep(load.warmup_s)
+        cpu_before, wall_before = cpu_seconds(broker_pid), time.monotonic()
+        time.sleep(load.seconds)
+        cpu_after, wall_after = cpu_seconds(broker_pid), time.monotonic()
     sent = failed = 0
     latencies: array.array[int] = array.array("I")
     for latency_file, proc in senders:
@@ -99,6 +103,14 @@ def _round(load: Load, threads: int, broker_pid: int | None, work: Path) -> Roun
         failed += int(summary.get("failed", 0))
         if summary.get("first_error"):
             click.echo(f"{threads} threads: a send failed: {summary['first_error']}", err=True)
+            if load.per_producer > 1 and "No route info" in str(summary["first_error"]):
+                # the topic was created before the round: the route is there
+                click.echo(
+                    "  the C++ client says so when its threads contend for the lock of one "
+                    "producer's connection table (its log: 'get timed_mutex timeout'); "
+                    "--per-producer 1 gives each thread its own producer",
+                    err=True,
+                )
         with contextlib.suppress(FileNotFoundError):
             latencies.frombytes(latency_file.read_bytes())
     ordered = array.array("I", sorted(latencies))
@@ -150,6 +162,8 @@ def produce_bench(
         with contextlib.ExitStack() as stack:
             if namesrv is None:
                 namesrv, broker_pid = stack.enter_context(cluster(work, flush, replication))
+            # the topic exists before the first send: no producer meets "No route info"
+            uvloop.run(ensure_topic(Target(namesrv, topic, 8)))
             load = Load(namesrv, topic, seconds, warmup, body_size, processes, per_producer)
             rounds = [_round(load, n, broker_pid, work) for n in counts]
     finally:

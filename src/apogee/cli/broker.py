@@ -1,17 +1,29 @@
 """``apogee broker``: run one broker.
 
-Owns: the command's options and how they override broker.conf (options win).
-Imports: ``apogee.broker``, ``apogee.cli.process``.
+Owns: the command's options and how they override broker.conf (options win),
+and the first log lines every broker process writes: the store directory
+(and whether it already holds data), the flush mode, the config file and the
+log file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from apogee._util.progress import Progress
+from apogee.cli.logs import log_dir_option, log_level_option
 from apogee.cli.process import parse_listen, run_service, setup_logging
+
+if TYPE_CHECKING:
+    from apogee.broker.config import BrokerConfig
+
+log = logging.getLogger("apogee.broker")
 
 
 @click.command("broker")
@@ -31,12 +43,15 @@ from apogee.cli.process import parse_listen, run_service, setup_logging
     default=None,
     help="broker.conf (RocketMQ key=value properties).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@log_dir_option
+@log_level_option
 def broker(
+    *,
     namesrv: str | None,
     listen: str | None,
     store: Path | None,
     config_path: Path | None,
+    log_dir: Path | None,
     log_level: str,
 ) -> None:
     """Run a broker: store messages and serve producers and consumers."""
@@ -44,7 +59,7 @@ def broker(
     from apogee.broker.config import load_broker_config  # noqa: PLC0415
     from apogee.errors import ConfigError  # noqa: PLC0415
 
-    setup_logging(log_level)
+    log_file = setup_logging(log_level, process="broker", log_dir=log_dir)
     overrides: dict[str, Any] = {}
     if namesrv is not None:
         overrides["namesrv_addr"] = namesrv
@@ -53,7 +68,61 @@ def broker(
     store_overrides = {"store_path_root_dir": store} if store is not None else None
     try:
         config = load_broker_config(config_path, store_overrides=store_overrides, **overrides)
-        server = Broker(config)  # reads plain_acl.yml and TLS files: bad ones are usage errors
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    run_service(server.start, server.stop)
+    describe_broker(config, config_path, log_file)
+    with recovery_progress() as progress:
+        try:  # reads plain_acl.yml and TLS files: bad ones are usage errors
+            server = Broker(config, recovery_progress=progress)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
+
+        async def start() -> None:
+            await server.start()
+            progress.done()
+
+        run_service(start, server.stop)
+
+
+class _RecoveryBar:
+    """The store's recovery scan as a progress bar (a line per tenth when not on a terminal)."""
+
+    def __init__(self) -> None:
+        self._bar = Progress("recovering the store", None, unit="MiB", log=log)
+        self._started = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._started:
+            self._started = True
+            self._bar.__enter__()
+        self._bar.update(done / (1 << 20), total / (1 << 20))
+
+    def done(self) -> None:
+        if self._started:
+            self._started = False
+            self._bar.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def recovery_progress() -> Iterator[_RecoveryBar]:
+    bar = _RecoveryBar()
+    try:
+        yield bar
+    finally:
+        bar.done()
+
+
+def describe_broker(config: BrokerConfig, config_path: Path | None, log_file: Path | None) -> None:
+    """The first log lines: what this process will open and where it writes."""
+    root = config.store.store_path_root_dir
+    commit_log = root / "commitlog"
+    files = sorted(commit_log.iterdir()) if commit_log.is_dir() else []
+    if files:
+        size = sum(f.stat().st_size for f in files)
+        state = f"existing store, {len(files)} commit-log file(s), {size / (1 << 20):.0f} MiB"
+    else:
+        state = "new store"
+    log.info("store %s (%s), %s, role %s", root, state, config.store.flush_disk_type.value,
+             config.store.broker_role.value)  # fmt: skip
+    log.info("config %s; logs %s", config_path or "(defaults, no -c file)",
+             log_file or "(stderr only)")  # fmt: skip

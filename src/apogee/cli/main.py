@@ -19,6 +19,7 @@ _COMMANDS: dict[str, str] = {
     "admin": "apogee.cli.admin:admin",
     "bench": "apogee.cli.bench:bench",
     "broker": "apogee.cli.broker:broker",
+    "dashboard": "apogee.cli.dashboard:dashboard",
     "namesrv": "apogee.cli.namesrv:namesrv",
     "pipeline": "apogee.cli.pipeline:pipeline",
     "standalone": "apogee.cli.standalone:standalone",

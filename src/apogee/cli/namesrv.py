@@ -1,16 +1,17 @@
 """``apogee namesrv``: run one name server.
 
 Owns: the command's options and their mapping onto NamesrvConfig.
-Imports: ``apogee.namesrv``, ``apogee.cli.process``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import click
 
+from apogee.cli.logs import log_dir_option, log_level_option
 from apogee.cli.process import parse_listen, run_service, setup_logging
 
 
@@ -25,16 +26,23 @@ from apogee.cli.process import parse_listen, run_service, setup_logging
     help="namesrv.conf (RocketMQ key=value properties).",
 )
 @click.option("--kv-config", type=click.Path(dir_okay=False), default=None, help="KV config file.")
-@click.option("--log-level", default="INFO", show_default=True)
+@log_dir_option
+@log_level_option
 def namesrv(
-    listen: str | None, config_path: Path | None, kv_config: str | None, log_level: str
+    *,
+    listen: str | None,
+    config_path: Path | None,
+    kv_config: str | None,
+    log_dir: Path | None,
+    log_level: str,
 ) -> None:
     """Run a name server (route tables for brokers and clients)."""
     from apogee.errors import ConfigError  # noqa: PLC0415
     from apogee.namesrv.config import load_namesrv_config  # noqa: PLC0415
     from apogee.namesrv.server import NameServer  # noqa: PLC0415
 
-    setup_logging(log_level)
+    log_file = setup_logging(log_level, process="namesrv", log_dir=log_dir)
+    logging.getLogger("apogee.namesrv").info("logs %s", log_file or "(stderr only)")
     try:
         config = load_namesrv_config(config_path)
     except ConfigError as exc:

@@ -1,41 +1,31 @@
 """What every long-running ``apogee`` process shares: logging, addresses, signals.
 
-Owns: log setup, ``HOST:PORT`` parsing, and running a service until SIGINT or
-SIGTERM asks it to stop. Imports: stdlib, rich, ``apogee.remoting.runner``.
+Owns: ``HOST:PORT`` parsing, and running a service until SIGINT or SIGTERM
+asks it to stop. A service that cannot start (its port or store is held by
+another process, a setting is wrong) ends with one ``Error:`` line naming
+what holds it, never a traceback. Log setup is ``apogee.cli.logs``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import re
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 
 import click
 
-from apogee._util import logthrottle
+from apogee.cli.holders import port_holder, process_label
+from apogee.cli.logs import FILE_ONLY, setup_logging
+from apogee.errors import ConfigError, StoreError, StoreInUseError
 from apogee.remoting.runner import run
 
+__all__ = ["parse_listen", "run_service", "setup_logging", "startup_error"]
 
-def setup_logging(level: str = "INFO") -> None:
-    """Rich, coloured logs on a terminal; plain one-line records otherwise (files, pipes)."""
-    if sys.stderr.isatty():
-        from rich.logging import RichHandler  # noqa: PLC0415  # only terminals need rich
-
-        logging.basicConfig(
-            level=level.upper(),
-            format="%(name)s: %(message)s",
-            datefmt="[%X]",
-            handlers=[RichHandler(show_path=False, rich_tracebacks=True)],
-        )
-    else:
-        logging.basicConfig(
-            level=level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-    for handler in logging.getLogger().handlers:
-        logthrottle.install(handler)  # a flood of alike records must not fill the disk
+#: how the servers word a failed bind (RemotingServer.start, the broker's socket)
+_LISTEN_ERROR = re.compile(r"cannot listen on .*:(\d+): ")
 
 
 def parse_listen(value: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
@@ -71,4 +61,25 @@ async def serve_until_signalled(
 
 
 def run_service(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
-    run(serve_until_signalled(start, stop))
+    try:
+        run(serve_until_signalled(start, stop))
+    except (OSError, StoreError, ConfigError) as exc:
+        message = startup_error(exc)
+        # stderr gets the Error: line below; the log file gets the reason too
+        logging.getLogger("apogee").error("cannot start: %s", message, extra=FILE_ONLY)
+        raise click.ClickException(message) from None
+
+
+def startup_error(exc: BaseException) -> str:
+    """One line saying why a service could not start, and who holds what it needs."""
+    if isinstance(exc, StoreInUseError) and exc.pid is not None:
+        text = str(exc).replace(f" (pid {exc.pid})", "")
+        return f"{text}: held by {process_label(exc.pid)}"
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+        found = _LISTEN_ERROR.search(text)
+        if exc.errno == errno.EADDRINUSE and found is not None:
+            holder = port_holder(int(found.group(1)))
+            text += f"; held by {holder}" if holder else "; another process listens there"
+        return text
+    return str(exc)

@@ -1,55 +1,103 @@
 """``apogee standalone``: the embedded single-process deployment for a newcomer.
 
 Owns: wiring a name server (9876) and a broker (10911) that registers with it
-into one process and one event loop. Imports: ``apogee.namesrv``,
-``apogee.broker``, ``apogee.cli.process``.
+into one process and one event loop, from the same ``broker.conf`` a broker
+takes, with the options winning over the file. The broker always registers
+with the name server of its own process; a ``namesrvAddr`` in the file is
+replaced (and the log says so). The first log lines name the store, its
+flush mode, the log file and the config file, so an old store is never
+opened silently.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
+from typing import Any
 
 import click
 
-from apogee.cli.process import run_service, setup_logging
+from apogee.cli.logs import log_dir_option, log_level_option
+from apogee.cli.process import parse_listen, run_service, setup_logging
+
+log = logging.getLogger("apogee.standalone")
 
 
 @click.command("standalone")
 @click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="broker.conf (RocketMQ key=value properties).",
+)
+@click.option("--listen", default=None, help="Broker HOST:PORT (0.0.0.0:10911, listenPort).")
+@click.option("--namesrv-listen", default=None, help="Name server HOST:PORT (0.0.0.0:9876).")
+@click.option(
     "--store",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path.home() / "store",
-    show_default=True,
-    help="Root directory for all state.",
+    default=None,
+    help="Store root directory (storePathRootDir, ~/store).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
-def standalone(store: Path, log_level: str) -> None:
-    """Run a name server on 9876 and a broker on 10911 in one process."""
+@log_dir_option
+@log_level_option
+def standalone(
+    *,
+    config_path: Path | None,
+    listen: str | None,
+    namesrv_listen: str | None,
+    store: Path | None,
+    log_dir: Path | None,
+    log_level: str,
+) -> None:
+    """Run a name server and a broker in one process (9876 and 10911)."""
+    from apogee._util.props import load_properties  # noqa: PLC0415
     from apogee.broker.broker import Broker  # noqa: PLC0415
     from apogee.broker.config import load_broker_config  # noqa: PLC0415
+    from apogee.cli.broker import describe_broker, recovery_progress  # noqa: PLC0415
+    from apogee.errors import ConfigError  # noqa: PLC0415
     from apogee.namesrv.config import NamesrvConfig  # noqa: PLC0415
     from apogee.namesrv.server import NameServer  # noqa: PLC0415
 
-    setup_logging(log_level)
+    log_file = setup_logging(log_level, process="standalone", log_dir=log_dir)
+    ns_host, ns_port = parse_listen(namesrv_listen) if namesrv_listen else ("0.0.0.0", 9876)
+    ns_reach = "127.0.0.1" if ns_host in ("0.0.0.0", "::", "") else ns_host
+    overrides: dict[str, Any] = {"namesrv_addr": f"{ns_reach}:{ns_port}"}
+    if listen is not None:
+        overrides["bind_address"], overrides["listen_port"] = parse_listen(listen)
+    store_overrides = {"store_path_root_dir": store} if store is not None else None
+    try:
+        config = load_broker_config(config_path, store_overrides=store_overrides, **overrides)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    root = config.store.store_path_root_dir
     namesrv_config = dataclasses.replace(
-        NamesrvConfig(), kv_config_path=str(store / "namesrv" / "kvConfig.json")
+        NamesrvConfig(),
+        bind_address=ns_host,
+        listen_port=ns_port,
+        kv_config_path=str(root / "namesrv" / "kvConfig.json"),
     )
-    namesrv = NameServer(namesrv_config)
-    broker = Broker(
-        load_broker_config(
-            None,
-            store_overrides={"store_path_root_dir": store},
-            namesrv_addr=f"127.0.0.1:{namesrv_config.listen_port}",
-        )
-    )
+    describe_broker(config, config_path, log_file)
+    if config_path is not None and "namesrvAddr" in load_properties(config_path):
+        log.info("namesrvAddr of %s replaced: this broker registers with its own name server",
+                 config_path)  # fmt: skip
+    with recovery_progress() as progress:
+        namesrv = NameServer(namesrv_config)
+        broker = Broker(config, recovery_progress=progress)
 
-    async def start() -> None:
-        await namesrv.start()
-        await broker.start()
+        async def start() -> None:
+            await namesrv.start()
+            await broker.start()
+            progress.done()
+            if broker.metrics_exporter is not None:  # one /metrics for both servers
+                broker.metrics_exporter.add(namesrv.metrics().build)
+            log.info("ready: name server %s:%d, broker %s (send with NAMESRV_ADDR=%s:%d)",
+                     ns_host, namesrv.port, broker.address, ns_reach, namesrv.port)  # fmt: skip
 
-    async def stop() -> None:
-        await broker.stop()  # unregisters while the name server still listens
-        await namesrv.stop()
+        async def stop() -> None:
+            await broker.stop()  # unregisters while the name server still listens
+            await namesrv.stop()
 
-    run_service(start, stop)
+        run_service(start, stop)

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from types import TracebackType
 
+from apogee._util.net import listen_socket
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import CloseListener, Connection
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
-from apogee.remoting.tls import TlsListener, TlsMode, bind_socket
+from apogee.remoting.tls import TlsListener, TlsMode
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ class RemotingServer:
         if cfg.tls_mode is not TlsMode.DISABLED:
             assert cfg.ssl_context is not None  # ServerConfig checks it
             listener = TlsListener(
-                sock or bind_socket(cfg.host, cfg.port),
+                sock or listen_socket(cfg.host, cfg.port),
                 self._new_connection,
                 cfg.ssl_context,
                 sniff=cfg.tls_mode is TlsMode.PERMISSIVE,
@@ -96,13 +98,18 @@ class RemotingServer:
                 self._new_connection, sock=sock, backlog=cfg.backlog
             )
         else:
-            self._server = await loop.create_server(
-                self._new_connection,
-                cfg.host,
-                cfg.port,
-                backlog=cfg.backlog,
-                reuse_address=True,
-            )
+            try:
+                self._server = await loop.create_server(
+                    self._new_connection,
+                    cfg.host,
+                    cfg.port,
+                    backlog=cfg.backlog,
+                    reuse_address=True,
+                )
+            except OSError as exc:  # say which address, keep errno for the caller
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                where = f"{cfg.host}:{cfg.port}"
+                raise OSError(exc.errno, f"cannot listen on {where}: {reason}") from exc
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("remoting server listening on %s:%d (TLS %s)", cfg.host, self._port,
                  cfg.tls_mode.value)  # fmt: skip

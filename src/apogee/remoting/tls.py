@@ -346,17 +346,3 @@ async def _peek(conn: socket.socket) -> bytes:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A bound, non-blocking TCP socket (not yet listening) on ``host:port``."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock

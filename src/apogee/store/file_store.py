@@ -46,7 +46,7 @@ from typing import Any
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.fileio import fsync_dir
-from apogee.errors import DiskFullError, ProtocolError, StoreError
+from apogee.errors import DiskFullError, ProtocolError, StoreError, StoreInUseError
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
 from apogee.model.message_codec import decode_record
 from apogee.store import group_sync, replication
@@ -65,7 +65,7 @@ from apogee.store.flush import (
 from apogee.store.group_sync import Syncer
 from apogee.store.interface import ArrivalListener, IndexHook
 from apogee.store.reads import ReadLimits, get_messages
-from apogee.store.recovery import RecoveryReport, recover
+from apogee.store.recovery import RecoveryProgress, RecoveryReport, recover
 from apogee.store.reput import Reput
 from apogee.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryMessageResult
 from apogee.store.retention import Cleaner, CleanReport, DiskUsage, system_disk_usage
@@ -87,8 +87,10 @@ class FileMessageStore:
         index: IndexHook | None = None,
         arrival: ArrivalListener | None = None,
         disk_usage: DiskUsage = system_disk_usage,
+        recovery_progress: RecoveryProgress | None = None,
     ) -> None:
         self.config = config
+        self._recovery_progress = recovery_progress
         self.clock = clock
         self.index = index
         root = config.store_path_root_dir
@@ -138,6 +140,7 @@ class FileMessageStore:
 
     def _load(self) -> None:
         config = self.config
+        started = time.monotonic()
         last_exit_ok = not config.abort_path.exists()
         self.commit_log.load()
         self.queues.load()
@@ -152,7 +155,10 @@ class FileMessageStore:
             index_safe=config.message_index_safe and self.index is not None,
             torn_dir=config.torn_dir,
             now_ms=self.clock.now_ms(),
+            progress=self._recovery_progress,
         )
+        _log_recovery(config, self.recovery, len(self.commit_log.queue.segments),
+                      time.monotonic() - started)  # fmt: skip
         if self.recovery.dispatch_stopped_at is not None:
             self.mark_disk_full(self.recovery.dispatch_problem)
         self._write_abort_file()
@@ -640,12 +646,40 @@ class FileMessageStore:
         self.close()
 
 
+def _log_recovery(config: StoreConfig, report: RecoveryReport, files: int, took_s: float) -> None:
+    if not files:
+        log.info("store %s opened: empty", config.store_path_root_dir)
+        return
+    how = "after a clean shutdown" if report.last_exit_ok else "after a crash (abort file found)"
+    torn = ""
+    if report.torn_bytes:
+        torn = f"; {report.torn_bytes} torn bytes set aside in {config.torn_dir}"
+    log.info(
+        "store %s opened in %.2f s %s: %d commit-log file(s), %d checked from offset %d, "
+        "%d records checked, %d recovered into consume queues, valid end %d%s",
+        config.store_path_root_dir, took_s, how, files, report.files_scanned,
+        report.scan_from, report.records_scanned, report.records_dispatched, report.valid_end,
+        torn,
+    )  # fmt: skip
+
+
 def _lock_store(root: os.PathLike[str]) -> int:
-    """Hold ``<root>/lock`` exclusively so two processes never share a store."""
+    """Hold ``<root>/lock`` exclusively so two processes never share a store.
+
+    The holder writes its pid into the file, so a refused process can say who holds it.
+    """
     fd = os.open(os.path.join(root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
         os.close(fd)
-        raise StoreError(f"store {root} is in use by another process") from None
+        pid = int(text) if text.isdigit() else None
+        holder = f" (pid {pid})" if pid is not None else ""
+        raise StoreInUseError(
+            f"store {root} is in use by another process{holder}", pid=pid
+        ) from None
+    with contextlib.suppress(OSError):  # only a courtesy to the next process
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd

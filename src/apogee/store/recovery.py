@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,9 @@ from apogee.store.reput import Reput
 from apogee.store.segment import Segment, segment_name
 
 log = logging.getLogger(__name__)
+#: ``progress(bytes scanned, bytes to scan)``, called every PROGRESS_STEP bytes of the scan
+RecoveryProgress = Callable[[int, int], None]
+PROGRESS_STEP = 8 << 20
 _TX_MASK = 0xC  # the transaction type bits of sysFlag
 _NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
@@ -62,6 +66,7 @@ class RecoveryReport:
     valid_end: int = 0
     records_scanned: int = 0
     records_dispatched: int = 0
+    files_scanned: int = 0
     stop_reason: str = ""
     torn_bytes: int = 0
     torn_files: list[Path] = field(default_factory=list)
@@ -82,6 +87,7 @@ def recover(
     index_safe: bool,
     torn_dir: Path,
     now_ms: int,
+    progress: RecoveryProgress | None = None,
 ) -> RecoveryReport:
     """Run recovery over freshly loaded files; see the module rules."""
     report = RecoveryReport(last_exit_ok)
@@ -104,7 +110,7 @@ def recover(
     scan_from = min(scan_from, _segment_start(segs, dispatch_from))
     report.scan_from, report.dispatch_from = scan_from, dispatch_from
 
-    end = _scan(commit_log, reput, scan_from, dispatch_from, report)
+    end = _scan(commit_log, reput, scan_from, dispatch_from, report, progress)
     _set_aside_tail(
         commit_log, end, last_exit_ok=last_exit_ok, torn_dir=torn_dir, now_ms=now_ms, report=report
     )
@@ -145,8 +151,13 @@ def _abnormal_start(segs: list[Segment], floor: int) -> int:
     return segs[0].start
 
 
-def _scan(
-    commit_log: CommitLog, reput: Reput, scan_from: int, dispatch_from: int, report: RecoveryReport
+def _scan(  # noqa: PLR0917
+    commit_log: CommitLog,
+    reput: Reput,
+    scan_from: int,
+    dispatch_from: int,
+    report: RecoveryReport,
+    progress: RecoveryProgress | None = None,
 ) -> int:
     """Validate records from ``scan_from``; dispatch those at or after ``dispatch_from``."""
     config = commit_log.config
@@ -154,15 +165,23 @@ def _scan(
     delays = config.delay_levels_ms
     segs = commit_log.queue.segments
     index = next(i for i, s in enumerate(segs) if s.start <= scan_from < s.end)
+    report.files_scanned = 1
+    total = segs[-1].end - scan_from
+    next_report = scan_from + PROGRESS_STEP if progress is not None else 1 << 62
     pos = scan_from
     while True:
         seg = segs[index]
+        if pos >= next_report:
+            assert progress is not None
+            progress(pos - scan_from, total)
+            next_report = pos + PROGRESS_STEP
         checked = check_record(seg.view, pos - seg.start, seg.size, check_crc)
         if checked.kind is RecordKind.BLANK:
             if index + 1 >= len(segs):
                 report.stop_reason = "blank end record of the last file"
                 return pos
             index += 1
+            report.files_scanned += 1
             pos = segs[index].start
             continue
         meta = checked.meta

@@ -35,7 +35,7 @@ import mmap
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from apogee.errors import DiskFullError, StoreCorruptionError, StoreError
@@ -282,18 +282,44 @@ class Segment:
         self._dirty_end = max(self._dirty_end, end)
 
     def nonzero_end(self, begin: int) -> int:
-        """End of the last non-zero byte at or after ``begin`` (``begin`` if none)."""
+        """End of the last non-zero byte at or after ``begin`` (``begin`` if none).
+
+        Only the file's data ranges are read: blocks reserved but never
+        written (and not in the page cache) read as zeros without being
+        looked at, so a crashed store's 1 GiB tail costs milliseconds, not
+        seconds.
+        """
         last = begin
-        pos = begin
         step = len(_ZERO_CHUNK)
-        while pos < self.size:
-            n = min(step, self.size - pos)
-            chunk = self.view[pos : pos + n]
-            if chunk != _ZERO_CHUNK[:n]:
-                last = pos + len(bytes(chunk).rstrip(b"\0"))
-            chunk.release()
-            pos += n
+        for start, stop in self._data_ranges(begin):
+            pos = start
+            while pos < stop:
+                n = min(step, stop - pos)
+                view = self.view[pos : pos + n]
+                # bytes compare with memcmp; a memoryview compares element by element (20x slower)
+                chunk = view.tobytes()
+                view.release()
+                if chunk != (_ZERO_CHUNK if n == step else _ZERO_CHUNK[:n]):
+                    last = pos + len(chunk.rstrip(b"\0"))
+                pos += n
         return last
+
+    def _data_ranges(self, begin: int) -> Iterator[tuple[int, int]]:
+        """``[start, stop)`` ranges at or after ``begin`` that may hold non-zero bytes."""
+        pos = begin
+        while pos < self.size:
+            try:
+                data = os.lseek(self._fd, pos, os.SEEK_DATA)
+                hole = os.lseek(self._fd, data, os.SEEK_HOLE)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos
+                    return
+                yield pos, self.size  # SEEK_DATA unsupported: read it all
+                return
+            if data >= self.size:
+                return
+            yield data, min(hole, self.size)
+            pos = hole
 
     def truncate_to(self, pos: int, *, zero: bool = True) -> None:
         """Forget everything from ``pos`` on and zero those bytes.

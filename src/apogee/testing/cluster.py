@@ -147,6 +147,11 @@ class _Process:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def log_dir(self) -> Path:
+        """The process's own log directory (``APOGEE_LOG_DIR``)."""
+        return self.log_path.parent / f"{self.log_path.stem}-logs"
+
     def start(self, timeout_s: float = 20.0) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115  # handed to the child
         try:
@@ -155,7 +160,13 @@ class _Process:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
+                env={
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                    "PYTHONFAULTHANDLER": "1",
+                    # each process's rotating log files beside its captured output
+                    "APOGEE_LOG_DIR": str(self.log_dir),
+                },
             )
         finally:
             log.close()
@@ -307,6 +318,57 @@ def wait_registered(
     thread.join()
     if failures:
         raise failures[0]
+
+
+class StandaloneProcess(_Process):
+    """``apogee standalone``: a name server and a broker in one process, as ``make run`` starts.
+
+    ``port`` is the name server's (what clients are given); ``broker_port`` the broker's.
+    """
+
+    def __init__(
+        self,
+        store_dir: Path,
+        *,
+        properties: Mapping[str, str] | None = None,
+        extra_args: list[str] | None = None,
+        base_conf: Path | None = None,
+    ) -> None:
+        store_dir.mkdir(parents=True, exist_ok=True)
+        port, self.broker_port = free_port(), free_port()
+        conf = store_dir.parent / f"{store_dir.name}-standalone.conf"
+        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", **(properties or {})}
+        # later keys win: ``base_conf`` (an operator's file) with small files for tests
+        base = base_conf.read_text() + "\n" if base_conf is not None else ""
+        conf.write_text(base + "".join(f"{k}={v}\n" for k, v in props.items()))
+        args = ["standalone", "-c", str(conf), "--store", str(store_dir)]
+        args += ["--listen", f"127.0.0.1:{self.broker_port}"]
+        args += ["--namesrv-listen", f"127.0.0.1:{port}", *(extra_args or [])]
+        super().__init__(args, port, store_dir.parent / f"{store_dir.name}-standalone.log")
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        super().start(timeout_s)
+        assert self.proc is not None
+        wait_listening(self.broker_port, self.proc, timeout_s)
+
+    @property
+    def broker_address(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+
+class DashboardProcess(_Process):
+    """``apogee dashboard`` for the cluster whose name server is ``namesrv``."""
+
+    def __init__(self, namesrv: str, log_dir: Path, *, sample_interval_s: float = 0.5) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        args = ["dashboard", "-n", namesrv, "--listen", f"127.0.0.1:{port}"]
+        args += ["--sample-interval", str(sample_interval_s)]
+        super().__init__(args, port, log_dir / "dashboard.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 async def eventually(

@@ -1,4 +1,4 @@
-"""IndexFile against RocketMQ's on-disk layout (rocketmq-protocol.md §5.2).
+"""IndexFile against RocketMQ's on-disk layout (IndexHeader, hash slots, index entries).
 
 Raw checks read the file with ``struct`` directly, never through IndexFile,
 so a layout mistake in the class cannot hide behind its own reader.

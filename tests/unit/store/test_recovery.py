@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apogee._util.clock import FakeClock
-from apogee.errors import StoreError
+from apogee.errors import StoreInUseError
 from apogee.model.message_codec import decode_record
 from apogee.store.config import StoreConfig
 from apogee.store.file_store import FileMessageStore
@@ -193,8 +193,9 @@ def test_abort_file_marks_an_unclean_exit(tmp_path: Path) -> None:
 def test_a_store_cannot_be_opened_twice(tmp_path: Path) -> None:
     config = small_config(tmp_path)
     store = FileMessageStore.open(config)
-    with pytest.raises(StoreError, match="in use"):
+    with pytest.raises(StoreInUseError, match="in use") as refused:
         FileMessageStore.open(config)
+    assert refused.value.pid == os.getpid()  # the holder is named
     store.close()
 
 

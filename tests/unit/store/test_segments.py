@@ -196,3 +196,18 @@ def test_flush_honours_least_pages(tmp_path: Path) -> None:
     fill(q, 10)
     assert q.flush() == 4106
     q.close()
+
+
+@pytest.mark.parametrize("where", [0, 4095, 4096, 3 << 20, (8 << 20) - 1])
+def test_nonzero_end_finds_a_byte_anywhere_in_a_reserved_file(tmp_path: Path, where: int) -> None:
+    """Reserved blocks never written are skipped unread; bytes written through the
+    mapping (still only in the page cache) and bytes in files are found."""
+    seg = Segment(tmp_path / segment_name(0), 0, 8 << 20, create=True)
+    assert seg.nonzero_end(0) == 0
+    seg.view[where] = 0x7F  # a dirty page, not yet written back
+    assert seg.nonzero_end(0) == where + 1
+    assert seg.nonzero_end(where + 1) == where + 1
+    seg.close()
+    again = Segment(tmp_path / segment_name(0), 0, 8 << 20, create=False)
+    assert again.nonzero_end(0) == where + 1
+    again.close()
