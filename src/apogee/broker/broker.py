@@ -6,27 +6,31 @@ every rule lives in the part that owns it.
 
 Start: managers load ``<store>/config/*.json``; the listening sockets (and a
 master's replication port) are bound first, so the addresses written into
-every record and registered are known; the store opens and recovers (off the
-loop), is dispatched to its end and the open transactions are rebuilt;
-handlers are built (``wiring``) and registered (the ACL check first, with
-``aclEnable``); the server and a master's replication port start; background
-services start; the broker registers with the name servers; a slave then
-replicates from the master they name. Stop: no more registrations; parked
-pulls are answered; SYNC_FLUSH and SYNC_MASTER sends get a moment, then
-replication stops (waiters left get FLUSH_SLAVE_TIMEOUT); the server stops;
-the services stop; the broker unregisters; configs and offsets are written;
-the store is flushed and closed (its abort file removed).
+every record and registered are known; /metrics starts
+(metricsExporterType=PROM); the store opens and recovers (off the loop), is
+dispatched to its end and the open transactions are rebuilt; handlers are
+built (``wiring``) and registered (the ACL check first, with ``aclEnable``);
+the server and a master's replication port start; background services start;
+the broker registers with the name servers; a slave then replicates from the
+master they name. Stop: no more registrations; parked pulls are answered;
+SYNC_FLUSH and SYNC_MASTER sends get a moment, then replication stops
+(waiters left get FLUSH_SLAVE_TIMEOUT); the server stops; the services stop;
+the broker unregisters; configs and offsets are written; /metrics stops; the
+store is flushed and closed (its abort file removed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Iterator
+
+from prometheus_client.core import Metric
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
+from apogee._util.net import listen_socket
 from apogee._util.periodic import PeriodicTask
+from apogee._util.prom import PromExporter
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
 from apogee.broker.config import BrokerConfig
@@ -34,8 +38,10 @@ from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.ha.role import Replication, register_ha_status
 from apogee.broker.handlers.acl import acl_reload_task
 from apogee.broker.locks import RebalanceLockManager
+from apogee.broker.metrics import BrokerMetrics
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
+from apogee.broker.persistence import ManagerFiles
 from apogee.broker.registration import RegistrationService
 from apogee.broker.runtime_stats import BrokerStats
 from apogee.broker.schedule_service import (
@@ -50,21 +56,24 @@ from apogee.broker.transaction_service import TransactionCheckService, recover_b
 from apogee.broker.wiring import (
     BrokerParts,
     access_validator,
+    broker_metrics,
     build_handlers,
     build_replication,
     hold_service,
     namesrv_client_config,
     open_store,
     registrar_for,
+    request_observer,
     server_config,
+    start_metrics,
     transaction_checker,
 )
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.server import RemotingServer
-from apogee.remoting.tls import bind_socket
 from apogee.store.file_store import FileMessageStore
+from apogee.store.recovery import RecoveryProgress
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +87,16 @@ STOP_DRAIN_S = 3.0
 class Broker:
     """One broker: ``await start()``, serve, ``await stop()``."""
 
-    def __init__(self, config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        recovery_progress: RecoveryProgress | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
+        self.recovery_progress = recovery_progress
         self.config_dir = config.store.store_path_root_dir / "config"
         self.topics = TopicConfigManager(TopicDefaults.from_config(config), clock)
         self.groups = SubscriptionGroupManager(
@@ -90,6 +106,10 @@ class Broker:
         self.delay_offsets = DelayOffsetTable(len(config.store.delay_levels_ms))
         self.locks = RebalanceLockManager(clock, max_live_ms=config.rebalance_lock_max_live_time_ms)
         self.files = ConfigFiles()
+        self.managers = ManagerFiles(
+            self.config_dir, self.files, topics=self.topics, groups=self.groups,
+            offsets=self.offsets, delay_offsets=self.delay_offsets,
+        )  # fmt: skip
         self.holds = hold_service(config)
         self.permission = BrokerPermission(config.broker_permission)
         self.to_clients = Broker2Client()
@@ -102,6 +122,7 @@ class Broker:
         self.acl = access_validator(config)
         self.table = HandlerTable()
         self.table.guard = self.acl.check if self.acl is not None else None
+        self.requests = self.table.observer = request_observer()  # refusals, rpc latency
         self.server = RemotingServer(self.table, server_config(config))
         self.server.add_close_listener(self.holds.connection_closed)
         self.namesrv_client = RemotingClient(namesrv_client_config(config))
@@ -115,36 +136,33 @@ class Broker:
         self._tasks: list[PeriodicTask] = []
         self._dispatch: DispatchDriver | None = None
         self._registration: RegistrationService | None = None
+        self.metrics_exporter: PromExporter | None = None  # others may add families to it
+        self._metrics: BrokerMetrics | None = None
         self._drain_sends: Callable[[float], Awaitable[bool]] | None = None
 
     @property
     def port(self) -> int:
         return self.server.port
 
-    def _path(self, name: str) -> Path:
-        return self.config_dir / name
-
     # -- start -------------------------------------------------------------------
 
     async def start(self) -> None:
         config = self.config
-        self._load_configs()
-        sock = bind_socket(config.bind_address, config.listen_port)  # the port goes into records
-        ha_sock = None if config.is_slave else bind_socket(config.bind_address, config.ha_port)
+        self.managers.load()
+        sock = listen_socket(config.bind_address, config.listen_port)  # the port goes into records
+        ha_sock = None if config.is_slave else listen_socket(config.bind_address, config.ha_port)
         port = sock.getsockname()[1]
         ip = config.broker_ip()
-        self.address = f"{ip}:{port}"
-        started_ms = self.clock.now_ms()
+        self.address, started_ms = f"{ip}:{port}", self.clock.now_ms()
         try:
+            self.metrics_exporter = start_metrics(config, self._metric_families)
             self.store = store = await asyncio.to_thread(self._open_store)
             self.topics.adopt_stored(store.topics())
             self.transactions = await asyncio.to_thread(self._recover_transactions, store)
         except BaseException:
             for bound in filter(None, (sock, ha_sock)):
                 bound.close()
-            if self.store is not None:
-                await asyncio.to_thread(self.store.close)
-                self.store = None
+            await self._abandon_start()
             raise
         store.start(loop_driven=True)
         self._dispatch = DispatchDriver(store.dispatch_step, completions=store.group_commit)
@@ -152,6 +170,7 @@ class Broker:
         ha_port = ha_sock.getsockname()[1] if ha_sock is not None else config.ha_port
         self._registration = self._make_registration(ip, ha_port)
         self._wire(store, (ip, port), started_ms)
+        self._metrics = broker_metrics(self, store)
         await self.server.start(sock)
         assert self.replication is not None
         if ha_sock is not None:
@@ -166,21 +185,19 @@ class Broker:
         log.info("broker %s (%s) serving at %s", config.broker_name, config.broker_cluster_name,
                  self.address)  # fmt: skip
 
-    def _load_configs(self) -> None:
-        self.files.load(self._path("topics.json"), self.topics.load)
-        self.files.load(self._path("subscriptionGroup.json"), self.groups.load)
-        self.files.load(self._path("consumerOffset.json"), self.offsets.load)
-        self.files.load(self._path("delayOffset.json"), self.delay_offsets.load)
-        self.topics.add_listener(
-            lambda: self.files.save_soon(self._path("topics.json"), self.topics.encode())
-        )
-        self.groups.add_listener(
-            lambda: self.files.save_soon(self._path("subscriptionGroup.json"), self.groups.encode())
-        )
+    async def _abandon_start(self) -> None:
+        if self.metrics_exporter is not None:
+            await self.metrics_exporter.stop()
+        store, self.store = self.store, None
+        if store is not None:
+            await asyncio.to_thread(store.close)
+
+    def _metric_families(self) -> Iterator[Metric]:
+        return iter(()) if self._metrics is None else self._metrics.build()
 
     def _open_store(self) -> FileMessageStore:
         arrival = self.holds.on_arrival if self.config.long_polling_enable else None
-        return open_store(self.config, self.clock, arrival)
+        return open_store(self.config, self.clock, arrival, self.recovery_progress)
 
     def _recover_transactions(self, store: FileMessageStore) -> TransactionBook:
         # Every half and op record must be in its consume queue before the scan.
@@ -213,7 +230,8 @@ class Broker:
         handlers = build_handlers(
             self.config, store, parts, store_host=store_host, stats=stats,
             register=self._registration.register_now, on_stored=kick, started_ms=started_ms,
-            clock=self.clock, replicas=getattr(replication, "transfer", None),
+            clock=self.clock, to_clients=self.to_clients,
+            replicas=getattr(replication, "transfer", None),
         )  # fmt: skip
         handlers.register(self.table)
         self._drain_sends = handlers.send.drain
@@ -226,8 +244,8 @@ class Broker:
         offsets_s = config.flush_consumer_offset_interval_ms / 1000
         delays_s = config.flush_delay_offset_interval_ms / 1000
         self._tasks = [
-            PeriodicTask("persist-offsets", offsets_s, self._persist_offsets),
-            PeriodicTask("persist-delay-offsets", delays_s, self._persist_delay_offsets),
+            PeriodicTask("persist-offsets", offsets_s, self.managers.persist_offsets),
+            PeriodicTask("persist-delay-offsets", delays_s, self.managers.persist_delay_offsets),
             PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
             PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
@@ -251,14 +269,6 @@ class Broker:
         registration = RegistrationService(self.registrar, self.config.register_period_s)
         self.topics.add_listener(registration.request)
         return registration
-
-    async def _persist_offsets(self) -> None:
-        if self.offsets.dirty:
-            await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
-
-    async def _persist_delay_offsets(self) -> None:
-        if self.delay_offsets.dirty:
-            await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())
 
     # -- stop ----------------------------------------------------------------------
 
@@ -285,14 +295,6 @@ class Broker:
         if self._registration is not None:
             await self.registrar.unregister_all()
         await self.namesrv_client.close()
-        await self._save_configs()
-        store, self.store = self.store, None
-        await asyncio.to_thread(store.close)
+        await self.managers.save_all()
+        await self._abandon_start()  # /metrics stops, the store closes
         log.info("broker %s stopped", self.config.broker_name)
-
-    async def _save_configs(self) -> None:
-        await self.files.flush()
-        await self.files.save(self._path("topics.json"), self.topics.encode())
-        await self.files.save(self._path("subscriptionGroup.json"), self.groups.encode())
-        await self.files.save(self._path("consumerOffset.json"), self.offsets.encode())
-        await self.files.save(self._path("delayOffset.json"), self.delay_offsets.encode())

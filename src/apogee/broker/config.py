@@ -33,6 +33,22 @@ from apogee.remoting.tls import TlsConfig, tls_config_from_properties
 from apogee.store.config import STORE_PROPERTY_KEYS, BrokerRole, StoreConfig
 
 DEFAULT_LISTEN_PORT = 10911
+#: metricsExporterType values served here (RocketMQ also has OTLP_GRPC and LOG)
+METRICS_EXPORTER_TYPES = frozenset({"DISABLE", "PROM"})
+
+
+def parse_metrics_label(text: str) -> dict[str, str]:
+    """``metricsLabel`` ("k1:v1,k2:v2") as a dict; ConfigError naming a bad pair."""
+    labels: dict[str, str] = {}
+    for pair in (p.strip() for p in text.split(",")):
+        if not pair:
+            continue
+        key, sep, value = pair.partition(":")
+        if not sep or not key.strip().isidentifier():
+            raise ConfigError(f"metricsLabel: {pair!r} is not name:value")
+        labels[key.strip()] = value.strip()
+    return labels
+
 
 #: RocketMQ broker.conf keys accepted and ignored: executor sizes and queue
 #: capacities (Apogee serves every request on one event loop), Netty socket
@@ -79,6 +95,9 @@ IGNORED_KEYS = frozenset(
         "flushLeastPagesWhenWarmMapedFile",
         "fastFailIfNoBufferInStorePool",
         "duplicationEnable",
+        # metrics: deltas and cardinality are OpenTelemetry settings; Prometheus pulls totals
+        "metricsInDelta",
+        "metricsOtelCardinalityLimit",
         # environment
         "rocketmqHome",
         "fetchNamesrvAddrByAddressServer",
@@ -186,6 +205,11 @@ class BrokerConfig:
     max_parked_pulls: int = 100_000
     max_parked_pulls_per_connection: int = 1000
     pull_hold_check_interval_ms: int = 5000  # parked pulls checked against max offsets
+    # Prometheus metrics (RocketMQ 5's keys): PROM serves /metrics; DISABLE, as in RocketMQ
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""  # "": the listen address
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""  # extra labels on every metric: "k1:v1,k2:v2"
     # send responses
     region_id: str = "DefaultRegion"
     trace_on: bool = True
@@ -204,8 +228,18 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not perm_is_valid(self.broker_permission):
             raise ConfigError(f"brokerPermission must be 0..7, got {self.broker_permission}")
-        if not 0 <= self.listen_port <= 65535:
-            raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES:
+            raise ConfigError(
+                f"metricsExporterType={self.metrics_exporter_type} is not supported here; "
+                f"use {' or '.join(sorted(METRICS_EXPORTER_TYPES))}"
+            )
+        parse_metrics_label(self.metrics_label)
+        for key, value in (
+            ("listenPort", self.listen_port),
+            ("metricsPromExporterPort", self.metrics_prom_exporter_port),
+        ):
+            if not 0 <= value <= 65535:
+                raise ConfigError(f"{key} must be 0..65535, got {value}")
         if self.ha_listen_port is not None and self.ha_listen_port > 65535:
             raise ConfigError(f"haListenPort must be at most 65535, got {self.ha_listen_port}")
         for key, value in (

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apogee._util.clock import Clock
+from apogee.broker.traffic import Traffic, TrafficHistory
 from apogee.codes import CURRENT_VERSION
 from apogee.model.message_codec import store_timestamp_at
 from apogee.model.topic import SCHEDULE_TOPIC
@@ -48,7 +49,9 @@ class BrokerStats:
         self._clock = clock
         self.boot_ms = clock.now_ms()
         self._samples: deque[Sample] = deque(maxlen=TPS_WINDOWS_S[-1] + 1)
-        self._group_gets: dict[tuple[str, str], int] = {}
+        self.traffic = Traffic()
+        self.history = TrafficHistory(self.traffic)
+        self._group_gets = self.traffic.out_msgs  # (group, topic) -> messages pulled
         self._group_samples: deque[tuple[float, dict[tuple[str, str], int]]] = deque(maxlen=61)
         self._day = self._today()
         self.put_today_morning = 0
@@ -63,9 +66,8 @@ class BrokerStats:
     def uptime_ms(self) -> int:
         return self._clock.now_ms() - self.boot_ms
 
-    def count_group_get(self, group: str, topic: str, messages: int) -> None:
-        key = (group, topic)
-        self._group_gets[key] = self._group_gets.get(key, 0) + messages
+    def count_group_get(self, group: str, topic: str, messages: int, total_bytes: int = 0) -> None:
+        self.traffic.pulled(group, topic, messages, total_bytes)
 
     def sample(self) -> None:
         """Take one sample (every second, from the broker's periodic task)."""
@@ -79,6 +81,7 @@ class BrokerStats:
             figures.get("get_transferred_msgs", 0),
         )
         self._samples.append(current)
+        self.history.sample(now)
         self._group_samples.append((now, dict(self._group_gets)))
         day = self._today()
         if day != self._day:

@@ -11,10 +11,13 @@ builds a FileMessageStore), ``apogee.remoting``,
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from apogee._util.clock import Clock
+from apogee._util.prom import Build, PromExporter
 from apogee.acl.validator import AccessValidator, plain_acl_path
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
@@ -24,6 +27,7 @@ from apogee.broker.ha.metadata import SlaveSync
 from apogee.broker.ha.role import MasterReplication, Replication, SlaveReplication
 from apogee.broker.handlers import BrokerHandlers
 from apogee.broker.handlers.acl import AclAdminHandlers, BrokerIdentityText
+from apogee.broker.handlers.admin_consumer import ConsumerAdminHandlers
 from apogee.broker.handlers.admin_group import (
     ClientViewHandlers,
     GroupAdminHandlers,
@@ -47,6 +51,7 @@ from apogee.broker.handlers.send import Replicas, SendHandler, SendSettings
 from apogee.broker.handlers.send_back import SendBackHandler, SendBackSettings
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullHoldService
+from apogee.broker.metrics import BrokerMetrics, StorageSize
 from apogee.broker.offset_moved import OffsetMovedRecorder
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.permission import BrokerPermission
@@ -56,16 +61,52 @@ from apogee.broker.schedule_service import DelayOffsetTable
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.transaction_book import TransactionBook
 from apogee.broker.transaction_service import TransactionCheckService, TransactionSettings
+from apogee.codes import RequestCode, ResponseCode
 from apogee.model.message import HostPort
 from apogee.model.route import DataVersion
 from apogee.protocol.bodies import TopicConfigWrapper
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
+from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import ServerLimits, connections_for_fd_limit
+from apogee.remoting.observe import RequestObserver
+from apogee.remoting.server import RemotingServer
 from apogee.remoting.tls import client_context, server_context
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_service import IndexService
 from apogee.store.interface import ArrivalListener, MessageStore
+from apogee.store.recovery import RecoveryProgress
+
+log = logging.getLogger(__name__)
+
+
+class BrokerView(Protocol):
+    """What the metrics read of a broker (its parts, once started)."""
+
+    config: BrokerConfig
+    metrics_exporter: PromExporter | None
+    stats: BrokerStats | None
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientRegistry
+    transactions: TransactionBook
+    permission: BrokerPermission
+    requests: RequestObserver
+    server: RemotingServer
+    table: HandlerTable
+
+
+#: answers that are outcomes of a question, not refusals of a client (no warning logged)
+NORMAL_ANSWERS = (
+    (RequestCode.GET_CONSUMER_CONNECTION_LIST, ResponseCode.CONSUMER_NOT_ONLINE),
+    (RequestCode.GET_PRODUCER_CONNECTION_LIST, ResponseCode.SYSTEM_ERROR),
+    (RequestCode.GET_CONSUMER_LIST_BY_GROUP, ResponseCode.SYSTEM_ERROR),
+)
+
+
+def request_observer() -> RequestObserver:
+    return RequestObserver("apogee.broker.refusals", normal=NORMAL_ANSWERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +138,10 @@ def namesrv_client_config(config: BrokerConfig) -> ClientConfig:
 
 
 def open_store(
-    config: BrokerConfig, clock: Clock, arrival: ArrivalListener | None
+    config: BrokerConfig,
+    clock: Clock,
+    arrival: ArrivalListener | None,
+    progress: RecoveryProgress | None = None,
 ) -> FileMessageStore:
     """Open (and recover) the store with the index the config asks for; blocking."""
     index = None
@@ -108,7 +152,9 @@ def open_store(
             max_index_num=config.max_index_num,
             clock=clock,
         )
-    return FileMessageStore.open(config.store, clock=clock, index=index, arrival=arrival)
+    return FileMessageStore.open(
+        config.store, clock=clock, index=index, arrival=arrival, recovery_progress=progress
+    )
 
 
 def registrar_for(
@@ -186,6 +232,7 @@ def build_handlers(
     on_stored: Callable[[], None],
     started_ms: int,
     clock: Clock,
+    to_clients: Broker2Client,
     replicas: Replicas | None = None,
 ) -> BrokerHandlers:
     p = parts
@@ -201,6 +248,7 @@ def build_handlers(
             loop=asyncio.get_running_loop(),
             transactions=p.transactions,
             replicas=replicas,
+            traffic=stats.traffic,
         ),
         send_back=SendBackHandler(
             store,
@@ -261,6 +309,15 @@ def build_handlers(
                 config.broker_cluster_name, config.broker_name, f"{store_host[0]}:{store_host[1]}"
             ),
         ),
+        consumer_admin=ConsumerAdminHandlers(
+            config.broker_name,
+            store=store,
+            topics=p.topics,
+            offsets=p.offsets,
+            clients=p.clients,
+            to_clients=to_clients,
+            history=stats.history,
+        ),
     )
 
 
@@ -319,3 +376,32 @@ def hold_service(config: BrokerConfig) -> PullHoldService:
         max_per_connection=config.max_parked_pulls_per_connection,
         check_interval_s=config.pull_hold_check_interval_ms / 1000,
     )
+
+
+def start_metrics(config: BrokerConfig, build: Build) -> PromExporter | None:
+    """The /metrics server metricsExporterType=PROM asks for, serving ``build``; else None."""
+    if config.metrics_exporter_type != "PROM":
+        return None
+    exporter = PromExporter(
+        config.metrics_prom_exporter_host or config.bind_address,
+        config.metrics_prom_exporter_port,
+    )
+    exporter.add(build)
+    exporter.start()
+    log.info("metrics at http://%s:%d/metrics", exporter.host, exporter.port)
+    return exporter
+
+
+def broker_metrics(broker: BrokerView, store: FileMessageStore) -> BrokerMetrics | None:
+    """The families of a started broker, and the storage size read on the HTTP thread."""
+    if broker.metrics_exporter is None or broker.stats is None:
+        return None
+    metrics = BrokerMetrics(
+        broker.config, store=store, stats=broker.stats, topics=broker.topics,
+        groups=broker.groups, offsets=broker.offsets, clients=broker.clients,
+        transactions=broker.transactions, permission=broker.permission,
+        requests=broker.requests, server=broker.server, table=broker.table,
+    )  # fmt: skip
+    root = broker.config.store.store_path_root_dir
+    broker.metrics_exporter.add_threadsafe(StorageSize(metrics.f, root))
+    return metrics

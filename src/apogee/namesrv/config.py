@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from apogee._util.props import bind, load_properties, reject_unknown
+from apogee.errors import ConfigError
 from apogee.remoting.tls import TlsConfig, tls_config_from_properties
 
 #: RocketMQ name-server keys that are valid but change nothing here.
@@ -79,6 +80,17 @@ class NamesrvConfig:
         default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"}
     )
     tls: TlsConfig = field(default_factory=TlsConfig)
+    #: PROM serves /metrics on metricsPromExporterPort (the broker's keys); DISABLE: none
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""  # "": the listen address
+    metrics_prom_exporter_port: int = 5557
+
+    def __post_init__(self) -> None:
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(
+                f"metricsExporterType={self.metrics_exporter_type} is not supported here; "
+                "use DISABLE or PROM"
+            )
 
 
 def load_namesrv_config(path: Path | None, base: NamesrvConfig | None = None) -> NamesrvConfig:

@@ -23,14 +23,18 @@ from types import TracebackType
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.periodic import PeriodicTask
+from apogee._util.prom import PromExporter
 from apogee.acl.validator import AccessValidator, plain_acl_path
+from apogee.codes import RequestCode, ResponseCode
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.handlers import NamesrvHandlers
 from apogee.namesrv.kvconfig import KVConfig
+from apogee.namesrv.metrics import NamesrvMetrics
 from apogee.namesrv.route_table import RouteTable
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.observe import RequestObserver
 from apogee.remoting.server import RemotingServer
 from apogee.remoting.tls import server_context
 
@@ -51,6 +55,10 @@ class NameServer:
         cfg = self.config
         self.acl = AccessValidator(plain_acl_path(cfg.plain_acl_file)) if cfg.acl_enable else None
         table.guard = self.acl.check if self.acl is not None else None
+        self.requests = table.observer = RequestObserver(
+            "apogee.namesrv.refusals",
+            normal=[(RequestCode.GET_ROUTEINFO_BY_TOPIC, ResponseCode.TOPIC_NOT_EXIST)],
+        )
         self.server = RemotingServer(
             table,
             ServerConfig(
@@ -64,13 +72,34 @@ class NameServer:
         self.server.add_close_listener(self.handlers.on_connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
         self._acl_reload = PeriodicTask("acl-reload", ACL_RELOAD_INTERVAL_S, self._reload_acl)
+        #: /metrics (metricsExporterType=PROM)
+        self.metrics_exporter: PromExporter | None = None
 
     @property
     def port(self) -> int:
         return self.server.port
 
+    def metrics(self) -> NamesrvMetrics:
+        """This server's metric families (a standalone process adds them to its broker's)."""
+        node = f"{self.config.bind_address}:{self.port}"
+        return NamesrvMetrics(node, self.routes, self.requests, self.server)
+
     async def start(self) -> None:
         await self.server.start()
+        config = self.config
+        if config.metrics_exporter_type == "PROM":
+            exporter = PromExporter(
+                config.metrics_prom_exporter_host or config.bind_address,
+                config.metrics_prom_exporter_port,
+            )
+            exporter.add(self.metrics().build)
+            try:
+                exporter.start()
+            except BaseException:
+                await self.server.stop()
+                raise
+            self.metrics_exporter = exporter
+            log.info("metrics at http://%s:%d/metrics", exporter.host, exporter.port)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
         if self.acl is not None:
             self._acl_reload.start()
@@ -83,6 +112,9 @@ class NameServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self.metrics_exporter is not None:
+            await self.metrics_exporter.stop()
+            self.metrics_exporter = None
         await self.server.stop()
 
     def scan_once(self) -> list[str]:

@@ -91,6 +91,11 @@ class Connection(asyncio.Protocol):
         self._max_write = max_write_buffer_bytes
         self._refuse = refuse  # why to close at once (too many connections)
 
+    @property
+    def handlers(self) -> HandlerTable | None:
+        """The table this connection dispatches requests to (None: it serves none)."""
+        return self._handlers
+
     # -- asyncio.Protocol -----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -20,6 +20,9 @@ Rules (NettyRemotingAbstract.processRequestCommand):
 * A ``guard`` (access control), when set, sees every request first with the
   peer's "host:port"; a command it returns is the answer, and the request
   goes no further. A guard that raises refuses with SYSTEM_ERROR.
+* ``HandlerTable.observer``, when set, is told of every answer written, with
+  the request's context (its ``started`` time): a server's refusal log and
+  latency figures (``apogee.remoting.observe``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -55,11 +59,12 @@ DEFAULT_GROUP = "default"
 class RequestContext:
     """One request in flight: where it came from and how to answer it."""
 
-    __slots__ = ("connection", "request")
+    __slots__ = ("connection", "request", "started")
 
     def __init__(self, connection: Connection, request: RemotingCommand) -> None:
         self.connection = connection
         self.request = request
+        self.started = time.perf_counter()  # for the latency of the answer
 
     @property
     def peer(self) -> str:
@@ -77,6 +82,9 @@ class RequestContext:
         response.flag |= FLAG_RESPONSE
         if request.language == LanguageCode.CPP:
             response.serialize_type = SerializeType.JSON
+        table = self.connection.handlers
+        if table is not None and table.observer is not None:
+            table.observer(self, response)
         return self.connection.send_response(response)
 
 
@@ -148,6 +156,8 @@ class HandlerTable:
         self._tasks: set[asyncio.Task[None]] = set()
         self.guard: Guard | None = None
         self.add_group(DEFAULT_GROUP, concurrency=64, queue_capacity=10_000)
+        #: told of every answer written (see the module docstring)
+        self.observer: Callable[[RequestContext, RemotingCommand], None] | None = None
 
     def add_group(self, name: str, *, concurrency: int, queue_capacity: int) -> None:
         if concurrency < 1 or queue_capacity < 0:
@@ -166,6 +176,9 @@ class HandlerTable:
 
     def group(self, name: str) -> HandlerGroup:
         return self._groups[name]
+
+    def groups(self) -> dict[str, HandlerGroup]:
+        return dict(self._groups)
 
     @property
     def codes(self) -> list[int]:
@@ -264,7 +277,9 @@ class HandlerTable:
 def _error_response(ctx: RequestContext, exc: Exception) -> RemotingCommand:
     request = ctx.request
     if isinstance(exc, ApogeeError):
-        log.warning("request code %d from %s failed: %s", request.code, ctx.peer, exc)
+        table = ctx.connection.handlers
+        if table is None or table.observer is None:  # else the observer logs the refusal
+            log.warning("request code %d from %s failed: %s", request.code, ctx.peer, exc)
         code = exc.code
     else:
         log.exception("request code %d from %s raised", request.code, ctx.peer)

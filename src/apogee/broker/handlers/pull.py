@@ -146,7 +146,7 @@ class PullHandler:
         offsets: ConsumerOffsetManager,
         holds: PullHoldService,
         settings: PullSettings,
-        count_found: Callable[[str, str, int], None] | None = None,
+        count_found: Callable[[str, str, int, int], None] | None = None,
         on_offset_moved: Callable[[OffsetMovedEvent], None] | None = None,
     ) -> None:
         self._store = store
@@ -156,7 +156,8 @@ class PullHandler:
         self._offsets = offsets
         self._holds = holds
         self._settings = settings
-        self._count_found = count_found  # (group, topic, messages): consume TPS figures
+        # (group, topic, messages, bytes): consume TPS figures and metrics
+        self._count_found = count_found
         self._on_offset_moved = on_offset_moved
         holds.bind(self.resume)
 
@@ -227,7 +228,9 @@ class PullHandler:
             )
         if code == ResponseCode.SUCCESS:
             if self._count_found is not None:
-                self._count_found(header.consumer_group, header.topic, len(result.messages))
+                self._count_found(
+                    header.consumer_group, header.topic, len(result.messages), result.total_bytes
+                )
             return request.make_response(code, result.status.value, ext, result.messages)
         return request.make_response(code, result.status.value, ext)
 

@@ -45,6 +45,7 @@ from apogee.broker.records import InflateError, inflate
 from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times, random_queue
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
 from apogee.broker.topics import TopicConfigManager
+from apogee.broker.traffic import DELAY, FIFO, NORMAL, TRANSACTION, Traffic
 from apogee.broker.transaction import TRAN_MARKER, half_message, is_half_message
 from apogee.broker.transaction_book import TransactionBook
 from apogee.codes import ResponseCode
@@ -89,6 +90,7 @@ _FAILED_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
 _WAIT_FALSE = "WAIT\x01false"
+_SHARDING_MARKER = "__SHARDINGKEY\x01"
 _UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
 _UNIT_SUB_TOPIC_FLAG = 0x2  # TopicSysFlag: UNIT_SUB (retry topics)
 
@@ -134,6 +136,17 @@ def _without_delay(props: str) -> str:
     return properties_to_string(parsed)
 
 
+def _message_type(props: str, tx_id: str | None, batch: bool) -> str:
+    """RocketMQ 5's message_type label of a send (BrokerMetricsManager.getMessageType)."""
+    if tx_id is not None:
+        return TRANSACTION
+    if batch:
+        return NORMAL
+    if _SHARDING_MARKER in props:
+        return FIFO
+    return DELAY if DELAY_MARKER in props else NORMAL
+
+
 class _RefusedError(Exception):
     """A msgCheck failure: the response code and remark to answer with."""
 
@@ -170,10 +183,12 @@ class SendHandler:
         loop: asyncio.AbstractEventLoop,
         transactions: TransactionBook,
         replicas: Replicas | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         self._store = store
         self._replicas = replicas if settings.sync_master else None
         self._waits = settings.sync_flush or self._replicas is not None
+        self._traffic = traffic
         self._transactions = transactions
         self._topics = topics
         self._groups = groups
@@ -211,6 +226,13 @@ class SendHandler:
             return request.make_response(refused.code, refused.remark)
         if result.status.is_stored:
             self._on_stored()
+            if self._traffic is not None:
+                self._traffic.put(
+                    header.topic,
+                    _message_type(props, tx_id, header.batch),
+                    max(result.msg_count, 1),
+                    len(request.body or b""),
+                )
             wait = self._waits and _WAIT_FALSE not in props
             if wait and result.status is PutStatus.PUT_OK:
                 return self._after_flush(ctx, result, queue_id, tx_id)
@@ -394,10 +416,12 @@ class SendHandler:
     ) -> RemotingCommand:
         code = _STORED_CODES.get(status)
         if code is None:
-            remark = f"{status.value}: {result.reason}" if result.reason else status.value
-            return request.make_response(
-                _FAILED_CODES.get(status, ResponseCode.SYSTEM_ERROR), remark
-            )
+            failed = _FAILED_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+            # the client names the response code; the status is said only when it differs
+            remark = result.reason or status.value
+            if result.reason and status.value != failed.name:
+                remark = f"{status.value}: {result.reason}"
+            return request.make_response(failed, remark)
         ext = {
             "msgId": result.msg_id,
             "queueId": str(queue_id),
