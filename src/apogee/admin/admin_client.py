@@ -18,8 +18,10 @@ message says which.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import random
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -36,7 +38,7 @@ from apogee.errors import (
 from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import Message, MessageExt
-from apogee.model.msgid import parse_offset_msg_id
+from apogee.model.msgid import UniqKey, classify_msg_id
 from apogee.model.results import PullStatus, SendResult
 from apogee.model.route import (
     MASTER_ID,
@@ -51,6 +53,7 @@ from apogee.model.topic import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
+    is_system_topic,
     retry_topic,
 )
 from apogee.protocol.signing import SessionCredentials
@@ -63,6 +66,8 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 #: mqadmin queryMsgByKey's default and the broker's cap per query.
 DEFAULT_QUERY_MAX_NUM = 64
 _PULL_BATCH = 32
+#: a unique key without a topic is looked for in at most this many topics
+UNIQ_KEY_SEARCH_TOPICS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,19 +395,26 @@ class AdminClient:
     # -- messages ---------------------------------------------------------------------------
 
     async def query_msg_by_id(self, msg_id: str, *, topic: str | None = None) -> MessageExt:
-        """The message an offset msgId points at (its broker is encoded in the id).
+        """The message an id names: an offset msgId (its broker is encoded in it) or
+        a producer's unique key (UNIQ_KEY, the ``msgId`` of a send result).
 
-        With ``topic`` the id may also be a producer's UNIQ_KEY: when the
-        offset lookup fails, the topic's brokers are asked by unique key.
+        A unique key is looked up in ``topic``, or, without one, in every
+        topic of the cluster (up to UNIQ_KEY_SEARCH_TOPICS of them). When an
+        offset lookup fails and ``topic`` is given, the id is tried as a
+        unique key too, as mqadmin does.
         """
+        text = msg_id.strip()
         try:
-            where = parse_offset_msg_id(msg_id.strip())
+            kind = classify_msg_id(text)
         except ValueError as exc:
-            if topic is None:
-                raise ClientError(
-                    f"message id {msg_id!r} is not an offset message id: {exc}"
-                ) from None
-            return await self._by_unique_key(topic, msg_id)
+            raise ClientError(
+                f"message id {msg_id!r} is neither an offset message id nor a unique key: {exc}"
+            ) from None
+        if isinstance(kind, UniqKey):
+            if topic is not None:
+                return await self._by_unique_key(topic, text)
+            return await self._by_unique_key_anywhere(kind)
+        where = kind
         addr = _msg_id_addr(where.host, where.port)
         try:
             return await self.broker.view_message(addr, where.offset)
@@ -410,6 +422,31 @@ class AdminClient:
             if topic is None:
                 raise
             return await self._by_unique_key(topic, msg_id)
+
+    async def _by_unique_key_anywhere(self, key: UniqKey) -> MessageExt:
+        topics = [
+            t for t in await self.topic_list() if not t.startswith("%") and not is_system_topic(t)
+        ]
+        made = dt.datetime.fromtimestamp(key.made_around(int(time.time() * 1000)) / 1000)
+        what = (
+            f"{key.text} is a producer's unique key (made at {key.producer_ip}, pid {key.pid}, "
+            f"around {made:%Y-%m-%d %H:%M:%S})"
+        )
+        if len(topics) > UNIQ_KEY_SEARCH_TOPICS:
+            raise ClientError(f"{what}; give its topic with -t ({len(topics)} topics to search)")
+        gate = asyncio.Semaphore(16)
+
+        async def look(topic: str) -> list[MessageExt]:
+            async with gate:
+                try:
+                    return await self.query_msg_by_key(topic, key.text, unique_key=True)
+                except TopicNotExistError:
+                    return []
+
+        found = [m for part in await asyncio.gather(*(look(t) for t in topics)) for m in part]
+        if not found:
+            raise ClientError(f"{what}; no topic holds it ({len(topics)} searched)")
+        return min(found, key=lambda m: m.store_timestamp)
 
     async def _by_unique_key(self, topic: str, key: str) -> MessageExt:
         found = await self.query_msg_by_key(topic, key, unique_key=True)

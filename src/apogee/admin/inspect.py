@@ -9,18 +9,21 @@ stopped broker and harmless next to a running one. The only admin module
 allowed to import ``apogee.store``.
 
 Segment sizes are taken from the files themselves (every file of a log has
-the same size), so no broker.conf is needed.
+the same size), so no broker.conf is needed. On a terminal a progress bar
+follows the walk; the command ends with a summary table.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
 import orjson
 
+from apogee._util.progress import Progress, print_summary
 from apogee.errors import StoreError
 from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
@@ -93,38 +96,56 @@ def _open_queue(directory: Path, report: VerifyReport, where: str) -> SegmentQue
     return queue
 
 
-def verify_store(root: Path) -> VerifyReport:
+#: ``progress(phase, done, total)``: phase "commitlog" (bytes) or "consumequeue" (queues)
+VerifyProgress = Callable[[str, int, int], None]
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def verify_store(root: Path, progress: VerifyProgress = _no_progress) -> VerifyReport:
     """Check every record and unit of the store at ``root`` without changing it."""
     report = VerifyReport(str(root))
     log = _open_queue(root / "commitlog", report, "commitlog")
     try:
-        end = _walk_commit_log(log, report) if log is not None else 0
+        end = _walk_commit_log(log, report, progress) if log is not None else 0
+        progress("commitlog", 1, 1)  # walked to the end
         cq_root = root / "consumequeue"
         if cq_root.is_dir():
-            for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
-                for qdir in sorted(p for p in topic_dir.iterdir() if p.name.isdigit()):
-                    where = f"consumequeue/{topic_dir.name}/{qdir.name}"
-                    cq = _open_queue(qdir, report, where)
-                    if cq is None:
-                        continue
-                    try:
-                        report.consume_queues += 1
-                        walk = _QueueWalk(log, end, topic_dir.name, int(qdir.name), where, report)
-                        walk.run(cq)
-                    finally:
-                        cq.close(delete_spare=False)
+            qdirs = [
+                q
+                for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir())
+                for q in sorted(p for p in topic_dir.iterdir() if p.name.isdigit())
+            ]
+            for done, qdir in enumerate(qdirs):
+                progress("consumequeue", done, len(qdirs))
+                topic_dir = qdir.parent
+                where = f"consumequeue/{topic_dir.name}/{qdir.name}"
+                cq = _open_queue(qdir, report, where)
+                if cq is None:
+                    continue
+                try:
+                    report.consume_queues += 1
+                    walk = _QueueWalk(log, end, topic_dir.name, int(qdir.name), where, report)
+                    walk.run(cq)
+                finally:
+                    cq.close(delete_spare=False)
+            progress("consumequeue", len(qdirs), len(qdirs))
     finally:
         if log is not None:
             log.close(delete_spare=False)
     return report
 
 
-def _walk_commit_log(log: SegmentQueue, report: VerifyReport) -> int:
+def _walk_commit_log(log: SegmentQueue, report: VerifyReport, progress: VerifyProgress) -> int:
     """Validate records file by file; return the end of the valid log."""
     segs = log.segments
     report.commit_log_files = len(segs)
     report.min_offset = log.min_offset
+    total = segs[-1].end - segs[0].start if segs else 0
     for index, seg in enumerate(segs):
+        progress("commitlog", seg.start - segs[0].start, total)
         pos = 0
         while True:
             checked = check_record(seg.view, pos, seg.size, check_crc=True)
@@ -217,21 +238,24 @@ class _QueueWalk:
 
 
 def _render(report: VerifyReport) -> str:
-    lines = [
-        f"store {report.store}",
-        f"commit log: {report.commit_log_files} files, {report.records} records "
-        f"({report.record_bytes} bytes), {report.blank_records} blank end records, "
-        f"offsets {report.min_offset}..{report.max_offset}",
-        f"consume queues: {report.consume_queues} queues, {report.units} units "
-        f"({report.expired_units} pointing below the commit log), {report.blank_units} blank",
-    ]
+    """The summary table's rows, then the verdict on its own line(s)."""
+    rows = [
+        ("store", report.store),
+        ("commit log", f"{report.commit_log_files} files, {report.records} records "
+                       f"({report.record_bytes} bytes), {report.blank_records} blank end records, "
+                       f"offsets {report.min_offset}..{report.max_offset}"),
+        ("consume queues", f"{report.consume_queues} queues, {report.units} units "
+                           f"({report.expired_units} pointing below the commit log), "
+                           f"{report.blank_units} blank"),
+    ]  # fmt: skip
+    print_summary("store-verify", rows)
     if report.ok:
-        lines.append("result: consistent")
-    else:
-        first = report.inconsistencies[0]
-        lines.append(f"result: {report.inconsistency_count} inconsistencies; first:")
-        lines.append(f"  {first.where} file {first.file} offset {first.offset}: {first.problem}")
-    return "\n".join(lines)
+        return "result: consistent"
+    first = report.inconsistencies[0]
+    where = f"{first.where} file {first.file} offset {first.offset}"
+    return (
+        f"result: {report.inconsistency_count} inconsistencies; first:\n  {where}: {first.problem}"
+    )
 
 
 @click.command("store-verify")
@@ -248,7 +272,18 @@ def store_verify(store_dir: Path, as_json: bool) -> None:
 
     Exit code 0 when the store is consistent, 1 when it is not.
     """
-    report = verify_store(store_dir)
+    with (
+        Progress("commit log", None, unit="MiB") as log_bar,
+        Progress("consume queues", None) as cq_bar,
+    ):
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase == "commitlog":
+                log_bar.update(done / (1 << 20), total / (1 << 20))
+            else:
+                cq_bar.update(done, total)
+
+        report = verify_store(store_dir, progress)
     if as_json:
         click.echo(orjson.dumps(report.to_json()).decode())
     else:

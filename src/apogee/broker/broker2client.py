@@ -4,10 +4,8 @@ Owns: NOTIFY_CONSUMER_IDS_CHANGED, sent oneway (header consumerGroup) to
 every consumer of a group whose membership changed, so that each one
 rebalances at once instead of at its next 10 s (C++) or 20 s (Java) round;
 CHECK_TRANSACTION_STATE, sent oneway to one open connection of a producer
-group, picked at random (ProducerManager.getAvailableChannel). Later:
-RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO. Imports: asyncio,
-random, ``apogee.codes``, ``apogee.protocol``, ``apogee.remoting``,
-``apogee.errors``.
+group, picked at random (ProducerManager.getAvailableChannel); any oneway
+notice to every consumer of a group (``tell_all``: RESET_CONSUMER_CLIENT_OFFSET).
 
 Sends never block the caller (a registry change listener): each one runs as
 a task, tracked until it finishes so that ``close`` can wait for them.
@@ -42,6 +40,17 @@ class Broker2Client:
                     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}
                 )
                 self._spawn(self._oneway(channel, request))
+
+    def tell_all(self, channels: Iterable[Hashable], request: RemotingCommand) -> int:
+        """Send oneway ``request`` to every open connection among ``channels``; how many."""
+        told = 0
+        for channel in channels:
+            if isinstance(channel, Connection) and not channel.closed:
+                copy = RemotingCommand.oneway(request.code, dict(request.ext_fields or {}),
+                                              request.body_bytes())  # fmt: skip
+                self._spawn(self._oneway(channel, copy))
+                told += 1
+        return told
 
     def check_transaction_state(
         self,

@@ -9,7 +9,9 @@ they all hold the same routes. Writes (KV config, topic deletion, write
 permission) go to every name server, as the Java admin does, because each
 keeps its own copy; the first failure stops the round and is raised.
 Non-success codes raise ``error_for_code``; QUERY_NOT_FOUND of the KV reads is
-an outcome and comes back as None or an empty table.
+an outcome and comes back as None or an empty table. REQUEST_CODE_NOT_SUPPORTED
+for a name-server request means the address is no name server (a broker's,
+typically): a ClientError says so.
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ def parse_namesrv_addrs(text: str) -> list[str]:
     """``"a:9876;b:9876"`` (RocketMQ's namesrvAddr form) -> ["a:9876", "b:9876"]."""
     addrs = [part.strip() for part in text.replace(",", ";").split(";")]
     return [a for a in addrs if a]
+
+
+def _error(response: RemotingCommand, addrs: str) -> Exception:
+    if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return ClientError(
+            f"{addrs} is not a name server: it does not serve name-server requests "
+            f"(a broker's address? give the name server's, e.g. 127.0.0.1:9876)"
+        )
+    return error_for_code(response.code, response.remark)
 
 
 class NamesrvApi:
@@ -56,7 +67,7 @@ class NamesrvApi:
         except RemotingError as exc:
             raise type(exc)(f"no name server answered ({';'.join(self.addrs)}): {exc}") from exc
         if response.code not in (ResponseCode.SUCCESS, allow):
-            raise error_for_code(response.code, response.remark)
+            raise _error(response, ";".join(self.addrs))
         return response
 
     async def _each(self, code: int, header: h.ExtHeader) -> dict[str, RemotingCommand]:
@@ -68,7 +79,7 @@ class NamesrvApi:
             except RemotingError as exc:
                 raise type(exc)(f"name server {addr}: {exc}") from exc
             if response.code != ResponseCode.SUCCESS:
-                raise error_for_code(response.code, response.remark)
+                raise _error(response, addr)
             answers[addr] = response
         return answers
 

@@ -664,6 +664,17 @@ class ResetOffsetRequestHeader(ExtHeader):
     offset: int | None = None  # 5.x
 
 
+@dataclass(frozen=True, slots=True)
+class QueryTopicConsumeByWhoRequestHeader(ExtHeader):
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ViewBrokerStatsDataRequestHeader(ExtHeader):
+    stats_name: str  # TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE
+    stats_key: str  # the topic, or "topic@group"
+
+
 # -- name server ------------------------------------------------------------
 
 
@@ -799,6 +810,9 @@ REQUEST_HEADERS: dict[int, type[ExtHeader]] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
     RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
+    RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
     RequestCode.UNREGISTER_BROKER: UnregisterBrokerRequestHeader,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,

@@ -121,10 +121,12 @@ async def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, admin_cli: Adm
     assert missing_flag.stderr == "Error: Missing option '-t' / '--topic'.\n"
     no_namesrv = await admin_cli("topicList", env={"NAMESRV_ADDR": None})
     assert no_namesrv.exit_code == 1
-    assert "Missing option '-n' / '--namesrvAddr'" in no_namesrv.stderr
+    assert "pass -n HOST:PORT (e.g. -n 127.0.0.1:9876) or set NAMESRV_ADDR" in no_namesrv.stderr
     bad_id = await admin_cli("queryMsgById", "-n", dead, "-i", "not-an-id")
     assert bad_id.exit_code == 1
-    assert bad_id.stderr.startswith("Error: message id 'not-an-id' is not an offset message id")
+    assert bad_id.stderr.startswith(
+        "Error: message id 'not-an-id' is neither an offset message id nor a unique key"
+    )
     bad_perm = await admin_cli("updateTopic", "-n", dead, "-c", "C", "-t", "T", "-p", "9")
     assert bad_perm.exit_code == 1
     assert "-p perm must be 0..7" in bad_perm.stderr

@@ -73,13 +73,21 @@ def admin_command(name: str) -> Callable[[F], click.Command]:
     return wrap
 
 
+def _require_namesrv(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    if not value or not value.strip():
+        raise click.UsageError(
+            "no name server given: pass -n HOST:PORT (e.g. -n 127.0.0.1:9876) or set NAMESRV_ADDR"
+        )
+    return value
+
+
 def namesrv_option(fn: F) -> F:
     return click.option(
         "-n",
         "--namesrvAddr",
         "namesrv",
         envvar="NAMESRV_ADDR",
-        required=True,
+        callback=_require_namesrv,
         metavar="HOST:PORT[;HOST:PORT]",
         help="Name server addresses (default: $NAMESRV_ADDR).",
     )(fn)
@@ -264,3 +272,19 @@ def parse_bool(value: str | None, flag: str) -> bool | None:
     if lowered not in ("true", "false"):
         raise fail(f"{flag} must be true or false, not {value!r}")
     return lowered == "true"
+
+
+def parse_time(value: str, flag: str) -> int:
+    """mqadmin's times: ``now``, milliseconds, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    text = value.strip()
+    if text.lower() == "now":
+        return int(dt.datetime.now().timestamp() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise fail(
+            f"{flag} must be now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS, not {value!r}"
+        ) from None
+    return int(when.timestamp() * 1000)

@@ -1,5 +1,5 @@
 """mqadmin's cluster and broker commands: clusterList (with each broker's
-role), brokerStatus, updateBrokerConfig, wipeWritePerm and addWritePerm.
+role), brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm and addWritePerm.
 
 Owns: their flags and output, and which runtime-info keys clusterList shows.
 Imports: click, ``apogee.admin``.
@@ -46,7 +46,25 @@ def _role(b: BrokerSummary) -> str:
     return b.runtime.get("brokerRole") or ("MASTER" if b.broker_id == 0 else "SLAVE")
 
 
+def _space(text: str | None) -> str:
+    """commitLogDiskRatio (0.4523...) as a percentage; "-" when unknown."""
+    try:
+        ratio = float(text or "")
+    except ValueError:
+        return "-"
+    return f"{ratio * 100:.1f}%" if ratio >= 0 else "-"
+
+
+def _number_or_none(text: str | None) -> float | None:
+    try:
+        return float(_first_number(text))
+    except ValueError:
+        return None
+
+
 def _summary_json(b: BrokerSummary) -> dict[str, object]:
+    """Every column of the table, as numbers where they are numbers."""
+    pc_wait = _number_or_none(b.runtime.get("pageCacheLockTimeMills"))
     doc: dict[str, object] = {
         "cluster": b.cluster,
         "brokerName": b.broker_name,
@@ -54,12 +72,24 @@ def _summary_json(b: BrokerSummary) -> dict[str, object]:
         "role": _role(b),
         "addr": b.addr,
         "version": b.runtime.get("brokerVersionDesc"),
-        "inTps": _first_number(b.runtime.get("putTps")),
-        "outTps": _first_number(b.runtime.get("getTransferedTps")),
+        "inTps": _number_or_none(b.runtime.get("putTps")),
+        "outTps": _number_or_none(b.runtime.get("getTransferedTps")),
+        "pageCacheLockTimeMills": int(pc_wait) if pc_wait is not None else None,
+        "commitLogDiskRatio": _number_or_none(b.runtime.get("commitLogDiskRatio")),
+        "msgPutTotalTodayNow": _number_or_none(b.runtime.get("msgPutTotalTodayNow")),
+        "msgGetTotalTodayNow": _number_or_none(b.runtime.get("msgGetTotalTodayNow")),
     }
     if b.error is not None:
         doc["error"] = b.error
     return doc
+
+
+def _figure(key: str, text: str | None) -> str:
+    if key.endswith("Tps"):
+        return _first_number(text)
+    if key == "commitLogDiskRatio":
+        return _space(text)
+    return text or "-"
 
 
 @admin_command("clusterList")
@@ -71,10 +101,7 @@ def cluster_list(*, namesrv: str, as_json: bool) -> None:
         return
     t = table("#Cluster Name", "#Broker Name", "#BID", "#Role", "#Addr", *_FIGURES.values())
     for b in brokers:
-        figures = [
-            _first_number(b.runtime.get(key)) if key.endswith("Tps") else b.runtime.get(key, "-")
-            for key in _FIGURES
-        ]
+        figures = [_figure(key, b.runtime.get(key)) for key in _FIGURES]
         t.add_row(b.cluster, b.broker_name, str(b.broker_id), _role(b), b.addr, *figures)
     print_table(t)
     print_lines([f"{b.addr}: no runtime figures: {b.error}" for b in brokers if b.error])
@@ -103,6 +130,29 @@ def broker_status(
         for key in sorted(kv):
             t.add_row(key, kv[key])
         print_table(t)
+
+
+@admin_command("getBrokerConfig")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster.")
+def get_broker_config(
+    *, namesrv: str, as_json: bool, broker_addr: str | None, cluster: str | None
+) -> None:
+    """Show a broker's settings (broker.conf keys), or those of every master of a cluster."""
+    if not broker_addr and not cluster:
+        raise fail("getBrokerConfig needs -b broker address or -c cluster name")
+
+    async def act(admin: AdminClient) -> dict[str, dict[str, str]]:
+        addrs = [broker_addr] if broker_addr else await admin.master_addrs(cluster or "")
+        return {addr: await admin.broker.get_broker_config(addr) for addr in addrs}
+
+    configs = run_admin(namesrv, act)
+    if as_json:
+        emit_json(configs[broker_addr] if broker_addr else configs)
+        return
+    for addr, settings in configs.items():
+        lines = [f"============{addr}============"] if not broker_addr else []
+        print_lines(lines + [f"{key:<50s}=  {value}" for key, value in sorted(settings.items())])
 
 
 @admin_command("updateBrokerConfig")

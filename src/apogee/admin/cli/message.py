@@ -30,15 +30,20 @@ from apogee.admin.cli._common import (
 from apogee.admin.cli.render import message_to_json, print_message_detail, print_message_list
 from apogee.model.message import PROPERTY_KEYS, PROPERTY_TAGS, Message, MessageExt
 from apogee.model.results import SendResult
+from apogee.model.topic import validate_topic
 
 
 @admin_command("queryMsgById")
 @click.option(
-    "-i", "--msgId", "msg_id", required=True, help="Offset message id (as a send returns it)."
+    "-i",
+    "--msgId",
+    "msg_id",
+    required=True,
+    help="Offset message id, or a producer's unique key (the msgId of a send).",
 )
-@click.option("-t", "--topic", help="Topic, to also find the message by its unique key.")
+@click.option("-t", "--topic", help="Topic of a unique key (else every topic is searched).")
 def query_msg_by_id(*, namesrv: str, as_json: bool, msg_id: str, topic: str | None) -> None:
-    """Show the message an offset message id points at."""
+    """Show the message an offset message id or a unique key names."""
 
     async def act(admin: AdminClient) -> MessageExt:
         return await admin.query_msg_by_id(msg_id, topic=topic)
@@ -117,6 +122,9 @@ def send_message(
     """Send one message, to a queue of the route or to the one named."""
     if queue_id is not None and broker_name is None:
         raise fail("-i queue id needs -b broker name")
+    problem = validate_topic(topic)
+    if problem:
+        raise fail(problem)
     properties = {}
     if tags:
         properties[PROPERTY_TAGS] = tags

@@ -1,4 +1,5 @@
-"""mqadmin's topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus.
+"""mqadmin's topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
+topicClusterList.
 
 Owns: their flags (mqadmin's letters and long names) and output. Imports:
 click, ``apogee.admin``, ``apogee.model``.
@@ -21,6 +22,7 @@ from apogee.admin.cli._common import (
     table,
 )
 from apogee.admin.cli.render import print_route, route_to_json
+from apogee.admin.operations import topic_clusters
 from apogee.model.route import TopicRouteData, perm_is_valid, perm_to_string
 from apogee.model.stats import TopicStatsTable
 from apogee.model.topic import TopicConfig, validate_topic
@@ -208,3 +210,18 @@ def topic_status(*, namesrv: str, as_json: bool, topic: str) -> None:
             human_time(o.last_update_timestamp),
         )
     print_table(t)
+
+
+@admin_command("topicClusterList")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+def topic_cluster_list(*, namesrv: str, as_json: bool, topic: str) -> None:
+    """Show which clusters serve a topic."""
+
+    async def act(admin: AdminClient) -> list[str]:
+        return await topic_clusters(admin, topic)
+
+    clusters = run_admin(namesrv, act, not_found=f"topic {topic} does not exist")
+    if as_json:
+        emit_json({"topic": topic, "clusters": clusters})
+        return
+    print_lines(clusters)

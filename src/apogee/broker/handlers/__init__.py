@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apogee.broker.handlers.acl import AclAdminHandlers
+from apogee.broker.handlers.admin_consumer import ConsumerAdminHandlers
 from apogee.broker.handlers.admin_group import ClientViewHandlers, GroupAdminHandlers
 from apogee.broker.handlers.admin_runtime import RuntimeHandlers
 from apogee.broker.handlers.admin_topic import TopicAdminHandlers
@@ -58,6 +59,7 @@ class BrokerHandlers:
     client_views: ClientViewHandlers
     runtime: RuntimeHandlers
     acl: AclAdminHandlers
+    consumer_admin: ConsumerAdminHandlers
 
     def register(self, table: HandlerTable) -> None:
         code = RequestCode
@@ -112,3 +114,9 @@ class BrokerHandlers:
         table.register(code.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, acl.update_global_white,
                        group=ADMIN_GROUP)  # fmt: skip
         table.register(code.GET_BROKER_CLUSTER_ACL_INFO, acl.versions)
+        ops = self.consumer_admin
+        table.register(code.INVOKE_BROKER_TO_RESET_OFFSET, ops.reset_offset, group=ADMIN_GROUP)
+        table.register(code.GET_CONSUMER_RUNNING_INFO, ops.running_info)
+        table.register(code.QUERY_TOPIC_CONSUME_BY_WHO, ops.consumed_by)
+        table.register(code.VIEW_BROKER_STATS_DATA, ops.stats_data)
+        table.register(code.GET_ALL_PRODUCER_INFO, ops.all_producers)
