@@ -14,12 +14,13 @@ CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^
 $(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines,dashboard]'
 	touch $(STAMP)
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Spark (the apogee[spark] extra) needs Java 17 or newer. Checked on every run, installed
 # only when `java` is missing or older (Debian/Ubuntu: apt-get, as root or through sudo).
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); \
 	if [ -n "$$v" ] && [ "$$v" -ge 17 ]; then exit 0; fi; \
@@ -27,8 +28,11 @@ java:
 	$(SUDO) apt-get update -q && \
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless
 
+# `make run CONF=my.conf ARGS="--store /data/store --listen 0.0.0.0:10911"`
+CONF ?= conf/broker.conf
+ARGS ?=
 run: $(STAMP)
-	$(BIN)/apogee standalone
+	$(BIN)/apogee standalone -c $(CONF) $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench setup.py
@@ -40,8 +44,15 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+# The dashboard tests drive Debian's Chromium (Playwright, no browser download of its own);
+# it is installed once, when missing.
+CHROMIUM ?= /usr/bin/chromium
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
 # The compiled kernels must have been built here: their tests fail, not skip.
-test: java lint typecheck layers
+test: java lint typecheck layers $(CHROMIUM)
 	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q
 
 clean:
