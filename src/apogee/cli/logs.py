@@ -9,8 +9,9 @@ seven old files kept), and the handlers' format and throttle.
 Every subsystem logs under its own name, so one grep or one level setting
 picks it out: ``apogee.namesrv``, ``apogee.broker``, ``apogee.store``,
 ``apogee.remoting``, ``apogee.client``, ``apogee.dashboard``, and
-``apogee.refusals`` for the requests a server refused (one line per refusal,
-WARNING, naming the peer and the reason). ``--log-level`` takes a level
+``apogee.broker.refusals`` / ``apogee.namesrv.refusals`` for the requests a
+server refused (one line per refusal, WARNING, naming the peer and the
+reason). ``--log-level`` takes a level
 (``INFO``) and, after commas, ``logger=LEVEL`` pairs
 (``INFO,apogee.store=DEBUG``).
 
