@@ -328,10 +328,13 @@ class AdminClient:
     async def topic_list(self) -> list[str]:
         return sorted(await self.namesrv.get_all_topics())
 
+    async def cluster_names(self) -> list[str]:
+        """The clusters the name servers know, sorted."""
+        return sorted((await self.namesrv.get_cluster_info()).cluster_addr_table)
+
     async def topic_clusters(self) -> dict[str, list[str]]:
         """Topic -> clusters serving it, without retry and dead-letter topics."""
-        info = await self.namesrv.get_cluster_info()
-        clusters = sorted(info.cluster_addr_table)
+        clusters = await self.cluster_names()
         lists = await asyncio.gather(*(self.namesrv.get_topics_by_cluster(c) for c in clusters))
         out: dict[str, list[str]] = {}
         for cluster, topics in zip(clusters, lists, strict=True):

@@ -35,12 +35,8 @@ async def groups(request: Request) -> Response:
     for name in names:
         if search.lower() in name.lower():
             rows.append(await ops.group_overview(page.admin, name))
-    clusters = (await page.ask(_cluster_names)) or []
+    clusters = (await page.ask(AdminClient.cluster_names)) or []
     return page.render("consumers.html", groups=rows, q=search, clusters=clusters)
-
-
-async def _cluster_names(admin: AdminClient) -> list[str]:
-    return sorted((await admin.namesrv.get_cluster_info()).cluster_addr_table)
 
 
 async def save_group(request: Request) -> Response:
@@ -83,7 +79,7 @@ async def group(request: Request) -> Response:
     total = {"all queues": h.lag[name]} if name in h.lag else {}
     chart = line_chart(f"Lag of {name} (messages)", {**total, **h.queue_lag.get(name, {})})
     topics = sorted({q["topic"] for q in queues if not q["topic"].startswith("%")})
-    clusters = (await page.ask(_cluster_names)) or []
+    clusters = (await page.ask(AdminClient.cluster_names)) or []
     return page.render(
         "consumer.html", group=name, queues=queues, total=stats.total_diff(),
         tps=stats.consume_tps, chart=chart, live=live, topics=topics, clusters=clusters,

@@ -86,12 +86,8 @@ async def topics(request: Request) -> Response:
         for t in names
         if search.lower() in t.lower() and kind in ("all", topic_kind(t))
     ]
-    clusters: list[str] = (await page.ask(_cluster_names)) or []
+    clusters: list[str] = (await page.ask(AdminClient.cluster_names)) or []
     return page.render("topics.html", topics=shown, q=search, kind=kind, clusters=clusters)
-
-
-async def _cluster_names(admin: AdminClient) -> list[str]:
-    return sorted((await admin.namesrv.get_cluster_info()).cluster_addr_table)
 
 
 async def create_topic(request: Request) -> Response:
