@@ -56,20 +56,11 @@ def broker(
 ) -> None:
     """Run a broker: store messages and serve producers and consumers."""
     from apogee.broker.broker import Broker  # noqa: PLC0415
-    from apogee.broker.config import load_broker_config  # noqa: PLC0415
     from apogee.errors import ConfigError  # noqa: PLC0415
 
     log_file = setup_logging(log_level, process="broker", log_dir=log_dir)
-    overrides: dict[str, Any] = {}
-    if namesrv is not None:
-        overrides["namesrv_addr"] = namesrv
-    if listen is not None:
-        overrides["bind_address"], overrides["listen_port"] = parse_listen(listen)
-    store_overrides = {"store_path_root_dir": store} if store is not None else None
-    try:
-        config = load_broker_config(config_path, store_overrides=store_overrides, **overrides)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    overrides: dict[str, Any] = {} if namesrv is None else {"namesrv_addr": namesrv}
+    config = load_config(config_path, listen=listen, store=store, **overrides)
     describe_broker(config, config_path, log_file)
     with recovery_progress() as progress:
         try:  # reads plain_acl.yml and TLS files: bad ones are usage errors
@@ -101,6 +92,23 @@ class _RecoveryBar:
         if self._started:
             self._started = False
             self._bar.__exit__(None, None, None)
+
+
+def load_config(
+    config_path: Path | None, *, listen: str | None, store: Path | None, **overrides: Any
+) -> BrokerConfig:
+    """broker.conf with the command line's ``--listen`` and ``--store`` (and ``overrides``)
+    over it; a bad file or value is a usage error."""
+    from apogee.broker.config import load_broker_config  # noqa: PLC0415
+    from apogee.errors import ConfigError  # noqa: PLC0415
+
+    if listen is not None:
+        overrides["bind_address"], overrides["listen_port"] = parse_listen(listen)
+    store_overrides = {"store_path_root_dir": store} if store is not None else None
+    try:
+        return load_broker_config(config_path, store_overrides=store_overrides, **overrides)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @contextlib.contextmanager

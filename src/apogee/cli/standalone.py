@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -55,23 +54,15 @@ def standalone(
     """Run a name server and a broker in one process (9876 and 10911)."""
     from apogee._util.props import load_properties  # noqa: PLC0415
     from apogee.broker.broker import Broker  # noqa: PLC0415
-    from apogee.broker.config import load_broker_config  # noqa: PLC0415
-    from apogee.cli.broker import describe_broker, recovery_progress  # noqa: PLC0415
-    from apogee.errors import ConfigError  # noqa: PLC0415
+    from apogee.cli.broker import describe_broker, load_config, recovery_progress  # noqa: PLC0415
     from apogee.namesrv.config import NamesrvConfig  # noqa: PLC0415
     from apogee.namesrv.server import NameServer  # noqa: PLC0415
 
     log_file = setup_logging(log_level, process="standalone", log_dir=log_dir)
     ns_host, ns_port = parse_listen(namesrv_listen) if namesrv_listen else ("0.0.0.0", 9876)
     ns_reach = "127.0.0.1" if ns_host in ("0.0.0.0", "::", "") else ns_host
-    overrides: dict[str, Any] = {"namesrv_addr": f"{ns_reach}:{ns_port}"}
-    if listen is not None:
-        overrides["bind_address"], overrides["listen_port"] = parse_listen(listen)
-    store_overrides = {"store_path_root_dir": store} if store is not None else None
-    try:
-        config = load_broker_config(config_path, store_overrides=store_overrides, **overrides)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    config = load_config(config_path, listen=listen, store=store,
+                         namesrv_addr=f"{ns_reach}:{ns_port}")  # fmt: skip
     root = config.store.store_path_root_dir
     namesrv_config = dataclasses.replace(
         NamesrvConfig(),
