@@ -16,8 +16,11 @@ Actions (``"action"`` in the spec; ``namesrv`` is required, everything else has 
   ``delay_level``; ``body`` (text, ``{i}`` replaced) or ``body_size`` (ASCII filler);
   ``order_key`` (orderly: queue = key % queue count, default the index); ``batch_size``;
   ``send_timeout_ms``; ``compress_over``; ``compress_level``; ``max_message_size``;
-  ``linger_s`` (stay alive after the last send). One ``sent`` or ``send_failed`` line per
-  message (per batch for ``batch``).
+  ``linger_s`` (stay alive after the last send); ``retry_failed_sends`` (sync and orderly:
+  send a failed message again up to this many times, default 0, as an application would
+  when the client's own connection-table lock times out). One ``sent`` or ``send_failed``
+  line per message (per batch for ``batch``), and a ``send_retried`` line per retried
+  attempt.
 * ``push_consume`` -- ``group``; ``topic``; ``expression``; ``model`` clustering | broadcasting;
   ``orderly``; ``fail_first_n`` / ``fail_always`` (answer RECONSUME_LATER); ``thread_count``;
   ``batch_max_size``; ``max_reconsume_times`` (refused: the bundled library has no setter);
@@ -366,6 +369,7 @@ PRODUCE_KEYS = COMMON_KEYS | {
     "compress_level",
     "max_message_size",
     "linger_s",
+    "retry_failed_sends",
 }
 PUSH_KEYS = COMMON_KEYS | {
     "expression",
@@ -479,8 +483,14 @@ def produce(lib: Lib, spec: Spec) -> int:
         failed = send_async(lib, spec, producer, topic, count)
     else:
         failed = 0
+        retries = spec.integer("retry_failed_sends", 0)
         for index in range(count):
-            failed += 0 if send_one(lib, spec, producer, topic, index=index, mode=mode) else 1
+            for attempt in range(retries + 1):
+                last = attempt == retries
+                if send_one(lib, spec, producer, topic, index=index, mode=mode, last=last):
+                    break
+            else:
+                failed += 1
     linger = spec.number("linger_s", 0.0)
     if linger > 0:
         time.sleep(linger)
@@ -488,7 +498,9 @@ def produce(lib: Lib, spec: Spec) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def send_one(lib: Lib, spec: Spec, producer: int, topic: str, *, index: int, mode: str) -> bool:
+def send_one(
+    lib: Lib, spec: Spec, producer: int, topic: str, *, index: int, mode: str, last: bool = True
+) -> bool:
     msg, body = make_message(lib, spec, topic, index)
     fields: dict[str, object] = {"index": index, "body_sha256": digest(body), "queue_id": None}
     res = CSendResult()
@@ -523,7 +535,7 @@ def send_one(lib: Lib, spec: Spec, producer: int, topic: str, *, index: int, mod
         emit("sent", **fields, **result_fields(res))
         return True
     except ClientError as exc:
-        emit("send_failed", error=exc.text or str(exc), **fields)
+        emit("send_failed" if last else "send_retried", error=exc.text or str(exc), **fields)
         return False
     finally:
         lib.call("DestroyMessage", msg)
