@@ -23,7 +23,8 @@ import pytest
 from apogee.client import Message, Producer, PushConsumer, ReceivedMessage, select_by_hash
 from apogee.model.client import MessageQueue
 from apogee.model.topic import TopicConfig
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
+from apogee.testing.cluster import eventually
+from tests.integration.client.helpers import broker_processes
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +33,8 @@ QUEUES = 8
 
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("groups")
-    with NamesrvProcess(root / "ns") as ns:
-        broker = BrokerProcess(root / "store", ns.address)
-        broker.start()
-        try:
-            yield ns.address
-        finally:
-            assert broker.stop() == 0, broker.log_text()
+    with broker_processes(tmp_path_factory.mktemp("groups")) as (namesrv, _):
+        yield namesrv
 
 
 async def create_topic(producer: Producer, topic: str) -> list[MessageQueue]:
