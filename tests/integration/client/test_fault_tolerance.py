@@ -1,5 +1,6 @@
 """The producer across two real ``apogee broker`` processes and one name server: a broker
-killed mid-stream (SIGKILL) and a broker whose write permission is wiped.
+killed mid-stream (SIGKILL), a broker whose write permission is wiped, and the route
+refresh a failed send asks for at once, long before the periodic one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from apogee.client import Message, Producer, SendResult
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
+from apogee.model.route import TopicRouteData
 from apogee.model.topic import TopicConfig
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
@@ -126,3 +128,44 @@ async def test_a_wiped_write_permission_moves_every_send_within_one_route_refres
         later = [await producer.send(Message(TOPIC, b"y")) for _ in range(20)]
     assert where(later) == {"broker-a"}
     assert {r.message_queue.queue_id for r in later} == {0, 1, 2, 3}
+
+
+async def test_a_failed_send_refreshes_the_route_at_once(brokers: Brokers) -> None:
+    namesrv, a, b = brokers
+    await serve_topic(namesrv, a, b)
+    # no periodic refresh within the test, and no latency table steering sends away:
+    # only the refresh a failed send asks for can take broker-b out of the round robin
+    async with Producer("pg", namesrv=namesrv, poll_namesrv_interval=600) as producer:
+        routes = producer.instance.routes
+        assert where([await producer.send(Message(TOPIC, b"x")) for _ in range(8)]) == {
+            "broker-a",
+            "broker-b",
+        }
+        rounds = routes.rounds
+        b.kill()  # the name server drops it as its connection closes
+
+        async def unrouted() -> bool:
+            async with RemotingClient() as client:
+                route = await NamesrvApi(client, [namesrv]).get_route(TOPIC)
+            return {q.broker_name for q in route.queue_datas} == {"broker-a"}
+
+        await eventually(unrouted, timeout_s=10)
+        assert {q.broker_name for q in _cached(producer).queue_datas} == {"broker-a", "broker-b"}
+        # round robin over the 8 queues: one of the next 8 sends tries broker-b, fails, and
+        # is sent again to broker-a
+        first = [await producer.send(Message(TOPIC, b"y")) for _ in range(8)]
+
+        async def refreshed() -> bool:
+            return {q.broker_name for q in _cached(producer).queue_datas} == {"broker-a"}
+
+        await eventually(refreshed)
+        later = [await producer.send(Message(TOPIC, b"z")) for _ in range(20)]
+        assert routes.rounds == rounds  # not the periodic refresh
+    assert where(first) == where(later) == {"broker-a"}
+    assert {r.message_queue.queue_id for r in later} == {0, 1, 2, 3}
+
+
+def _cached(producer: Producer) -> TopicRouteData:
+    route = producer.instance.routes.route(TOPIC)
+    assert route is not None
+    return route
