@@ -52,8 +52,9 @@ Cluster = tuple[str, BrokerProcess]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One name server and one broker process; open transactions are checked every 150 ms."""
-    fast_checks = {"transactionCheckInterval": "150", "transactionTimeOut": "100"}
+    """One name server and one broker process; transactions left open 300 ms are checked
+    back, every 150 ms."""
+    fast_checks = {"transactionCheckInterval": "150", "transactionTimeOut": "300"}
     with broker_processes(tmp_path_factory.mktemp("procs"), fast_checks) as found:
         yield found
 
@@ -198,6 +199,10 @@ async def test_transactions_commit_roll_back_and_are_checked_back_after_the_prod
     asked: dict[str, LocalTransactionState] = {}
 
     def checker(half: MessageExt) -> LocalTransactionState:
+        if half.keys not in ("keep", "drop"):
+            # one of this producer's own, checked before its end arrived (a loaded machine):
+            # the end decides it, whichever comes first
+            return LocalTransactionState.UNKNOW
         assert half.uniq_key is not None
         asked[half.uniq_key] = decision = COMMIT if half.keys == "keep" else ROLLBACK
         return decision
@@ -268,7 +273,7 @@ async def test_a_consumer_killed_mid_stream_leaves_its_uncommitted_messages_to_t
 
             await eventually(some_committed, timeout_s=10)
         finally:
-            child.kill()  # mid-stream: 20 ms a message, 200 messages
+            child.kill()  # mid-stream: 30 ms a message, 200 messages
     assert child.returncode == -signal.SIGKILL
     committed = {mq.queue_id: await committed_offset(namesrv, group, mq) or 0 for mq in queues}
     assert 0 < sum(committed.values()) < len(sent)
