@@ -167,8 +167,12 @@ class RegistrationService:
 
     async def _run(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the
+            # event's result when the event is set as the task is cancelled, so
+            # ``stop`` would wait forever for a loop that never saw its cancel.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._period_s)
+                async with asyncio.timeout(self._period_s):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self._registrar.register_all()

@@ -8,7 +8,10 @@ BROADCASTING) together with the requests that read and write them, and
 Rules (RocketMQ RemoteBrokerOffsetStore, LocalFileOffsetStore,
 RebalancePushImpl.computePullFromWhere):
 
-* CLUSTERING offsets live on the master of the queue's broker: read with
+* CLUSTERING offsets live on the master of the queue's broker, or, while
+  the route lists no master, on its slave with the lowest id (Java's
+  findBrokerAddressInAdmin: "once the Master is off, updated to Slave"; the
+  slave hands them to the master when it is back): read with
   QUERY_CONSUMER_OFFSET (QUERY_NOT_FOUND: the group never committed there;
   ``setZeroIfNotFound=false`` keeps a broker from answering 0 instead for a
   young queue, as 4.x brokers do, which would make every new group read
@@ -36,6 +39,7 @@ from apogee.client.offset_store import LocalOffsetStore, OffsetTable, ReadOffset
 from apogee.client.route_cache import RouteCache
 from apogee.errors import ApogeeError, ClientError
 from apogee.model.client import ConsumeFromWhere, MessageModel, MessageQueue
+from apogee.model.route import MASTER_ID
 from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -101,7 +105,7 @@ class ConsumerOffsets:
 
     async def fetch_committed(self, mq: MessageQueue) -> int | None:
         """The offset the broker keeps for the group (None: QUERY_NOT_FOUND)."""
-        addr = await self.master(mq)
+        addr = await self.offset_addr(mq)
         return await self._api.query_consumer_offset(
             addr, self.group, mq.topic, mq.queue_id, set_zero_if_not_found=False
         )
@@ -135,7 +139,8 @@ class ConsumerOffsets:
     async def persist(self, assigned: Collection[MessageQueue], *, oneway: bool = True) -> None:
         """Write the offsets of the ``assigned`` queues where they are kept.
 
-        CLUSTERING: one UPDATE_CONSUMER_OFFSET per queue to its master,
+        CLUSTERING: one UPDATE_CONSUMER_OFFSET per queue to its master (a slave
+        while the master is gone),
         oneway unless ``oneway=False``, and the offsets of queues no longer
         assigned are forgotten. A queue whose broker cannot be reached is
         logged and kept for the next round.
@@ -158,7 +163,7 @@ class ConsumerOffsets:
         failed: list[str] = []
         for mq, offset in offsets.items():
             try:
-                addr = await self.master(mq)
+                addr = await self.offset_addr(mq)
                 await self._api.update_consumer_offset(
                     addr, self.group, mq.topic, mq.queue_id, offset, oneway=oneway
                 )
@@ -168,6 +173,16 @@ class ConsumerOffsets:
             if not oneway:
                 raise ClientError("committing offsets failed: " + "; ".join(failed))
             log.info("persisting offsets of %s failed: %s", self.group, "; ".join(failed))
+
+    async def offset_addr(self, mq: MessageQueue) -> str:
+        """Where ``mq``'s offsets are read and written: its master, else its lowest slave."""
+        addrs = self._routes.broker_group(mq.broker_name)
+        if not addrs:
+            await self._routes.refresh(mq.topic)
+            addrs = self._routes.broker_group(mq.broker_name)
+            if not addrs:
+                raise ClientError(f"broker {mq.broker_name} is not in the route")
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
 
     async def master(self, mq: MessageQueue) -> str:
         """The address of the master of ``mq``'s broker (the route refreshed if needed)."""

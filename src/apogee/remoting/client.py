@@ -99,10 +99,10 @@ class RemotingClient:
             )
 
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(factory, host, port, ssl=cfg.ssl_context),
-                cfg.connect_timeout_s,
-            )
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that
+            # comes as the attempt ends, and a caller's loop would never stop.
+            async with asyncio.timeout(cfg.connect_timeout_s):
+                _, conn = await loop.create_connection(factory, host, port, ssl=cfg.ssl_context)
         except TimeoutError:
             raise RemotingConnectError(
                 f"connecting to {addr} took longer than {cfg.connect_timeout_s}s"

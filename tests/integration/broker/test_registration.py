@@ -92,3 +92,26 @@ async def test_a_body_whose_crc_has_the_top_bit_set_is_accepted(tmp_path: Path) 
         )
         assert await registrar.register_all() == 1
         assert await get_route(client, f"127.0.0.1:{ns.port}", name) is not None
+
+
+async def test_stop_ends_the_loop_even_when_a_round_was_just_asked_for() -> None:
+    """A slave asks for a round when its master goes away, which can be as it stops:
+    the loop must see the cancel, whichever comes first."""
+    async with RemotingClient() as client:
+        registrar = NamesrvRegistrar(
+            client,
+            [],  # no name server: a round does nothing
+            BrokerIdentity("C", "b", 1, "127.0.0.1:10911", "127.0.0.1:10912"),
+            lambda: TopicConfigWrapper({}, DataVersion(1, 1)),
+        )
+        for spins in range(4):  # the request 0..3 loop iterations before the stop
+            service = RegistrationService(registrar, period_s=30, first_delay_s=30)
+            await service.start()
+            await asyncio.sleep(0)
+            service.request()
+            for _ in range(spins):
+                await asyncio.sleep(0)
+            stopping = asyncio.ensure_future(service.stop())
+            done, _ = await asyncio.wait({stopping}, timeout=2)
+            stopping.cancel()  # a stop that hung is not left waiting
+            assert done, f"stop hung: the round was asked for {spins} iterations before"

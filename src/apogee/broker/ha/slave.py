@@ -198,10 +198,12 @@ class HAClient:
         """One connection, until it ends; whether to connect again at once."""
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
-        transport, link = await asyncio.wait_for(
-            loop.create_connection(lambda: _MasterLink(self), host.strip("[]"), int(port)),
-            self.settings.connect_timeout_s,
-        )
+        # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel (``stop``)
+        # that comes as the connection attempt ends, and the loop would go on.
+        async with asyncio.timeout(self.settings.connect_timeout_s):
+            transport, link = await loop.create_connection(
+                lambda: _MasterLink(self), host.strip("[]"), int(port)
+            )
         self._link = link
         log.info("replicating from %s", addr)
         try:

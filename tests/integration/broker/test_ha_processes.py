@@ -1,0 +1,189 @@
+"""Master and slave as ``apogee broker`` processes: what a slave copies besides the log,
+a configured haMasterAddress, and a slave SIGKILLed under a SYNC_MASTER."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from apogee.client.broker_api import BrokerApi
+from apogee.codes import RequestCode, ResponseCode
+from apogee.model.group import SubscriptionGroupConfig
+from apogee.model.message import Message
+from apogee.model.results import SendStatus
+from apogee.model.topic import TopicConfig
+from apogee.protocol.bodies import decode_subscription_group_wrapper
+from apogee.protocol.command import RemotingCommand
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.config import ClientConfig
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually, free_port
+from apogee.testing.ha import (
+    PROCESS_FILE_SIZE,
+    commit_log_bytes,
+    ha_status,
+    master_process,
+    records_in,
+    slave_process,
+)
+from apogee.testing.reading import read_queue
+
+pytestmark = pytest.mark.slow
+
+
+async def _get(client: RemotingClient, addr: str, code: int) -> bytes:
+    response = await client.invoke(addr, RemotingCommand.request(code))
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    return response.body_bytes()
+
+
+async def _in_sync(client: RemotingClient, master: BrokerProcess, n: int = 1) -> bool:
+    return (await ha_status(client, master.address)).in_sync_slave_nums == n
+
+
+async def _send(api: BrokerApi, master: BrokerProcess, topic: str, body: bytes) -> SendStatus:
+    msg = Message(topic, body, properties={"TAGS": "t"})
+    result = await api.send(master.address, "broker-a", msg, queue_id=0, producer_group="pg")
+    return result.status
+
+
+async def test_the_slave_copies_topics_groups_and_delay_progress_within_a_period(
+    tmp_path: Path,
+) -> None:
+    """slaveSyncIntervalMs is 300 ms here: a new topic, a new group and the delay
+    progress of a delivered delayed message are on the slave within a few periods,
+    and in its own config files."""
+    with NamesrvProcess(tmp_path / "ns") as ns:
+        master = master_process(tmp_path, ns.address, role="ASYNC_MASTER")
+        slave = slave_process(tmp_path, ns.address)
+        with master, slave:
+            async with RemotingClient(ClientConfig(request_timeout_s=2.0)) as client:
+                api = BrokerApi(client)
+                await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                topic = TopicConfig("HaMeta", 3, 2)
+                await api.create_topic(master.address, topic)
+                group = SubscriptionGroupConfig(
+                    "cg-ha-meta", retry_max_times=5, consume_broadcast_enable=False
+                )
+                await api.update_subscription_group(master.address, group)
+                delayed = Message("HaMeta", b"later", properties={"DELAY": "1"})  # 1 s
+                sent = await api.send(master.address, "broker-a", delayed, queue_id=0,
+                                      producer_group="pg")  # fmt: skip
+                assert sent.status is SendStatus.SEND_OK
+
+                async def delivered() -> bytes | None:  # the master moved level 1 on
+                    table = await _get(client, master.address, RequestCode.GET_ALL_DELAY_OFFSET)
+                    return table if orjson.loads(table)["offsetTable"].get("1") == 1 else None
+
+                master_delays = await eventually(delivered, timeout_s=10)
+
+                async def copied() -> bool:
+                    topics = await api.get_all_topic_config(slave.address)
+                    groups = decode_subscription_group_wrapper(
+                        await _get(client, slave.address,
+                                   RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+                    )  # fmt: skip
+                    delays = await _get(client, slave.address, RequestCode.GET_ALL_DELAY_OFFSET)
+                    return (
+                        topics.topic_config_table.get("HaMeta") == topic
+                        and groups.subscription_group_table.get("cg-ha-meta") == group
+                        and orjson.loads(delays) == orjson.loads(master_delays)
+                    )
+
+                await eventually(copied, timeout_s=3, interval_s=0.05)
+                # the delivered message itself reached the slave with the log
+                got = await eventually(
+                    lambda: read_queue(api, slave.address, "HaMeta", 0), timeout_s=5
+                )
+                assert [m.body for m in got] == [b"later"]
+        # the slave keeps its copies in its own files (stopped cleanly above)
+        config = slave.store_dir / "config"
+        delays = orjson.loads((config / "delayOffset.json").read_bytes())["offsetTable"]
+        assert delays["1"] == 1
+        assert "cg-ha-meta" in (config / "subscriptionGroup.json").read_text()
+        assert "HaMeta" in (config / "topics.json").read_text()
+
+
+async def test_a_configured_ha_master_address_is_the_one_replicated_from(tmp_path: Path) -> None:
+    """The slave registers with a name server that never heard of the master, so no
+    address is learned: haMasterAddress alone leads it to the master."""
+    with NamesrvProcess(tmp_path / "ns1") as ns1, NamesrvProcess(tmp_path / "ns2") as ns2:
+        ha_port = free_port()
+        master = master_process(
+            tmp_path, ns1.address, role="SYNC_MASTER", properties={"haListenPort": str(ha_port)}
+        )
+        pinned = f"127.0.0.1:{ha_port}"
+        slave = slave_process(tmp_path, ns2.address, properties={"haMasterAddress": pinned})
+        with master, slave:
+            async with RemotingClient(ClientConfig(request_timeout_s=2.0)) as client:
+                api = BrokerApi(client)
+                await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                statuses = {await _send(api, master, "Pinned", b"m%d" % i) for i in range(20)}
+                assert statuses == {SendStatus.SEND_OK}  # SYNC_MASTER: the slave has them
+                info = (await ha_status(client, slave.address)).ha_client_runtime_info
+                end = (await ha_status(client, master.address)).master_commit_log_max_offset
+                assert info.activated and info.master_addr == pinned
+                assert info.max_offset == end
+                mine = commit_log_bytes(slave.store_dir, 0, end, PROCESS_FILE_SIZE)
+                assert mine == commit_log_bytes(master.store_dir, 0, end, PROCESS_FILE_SIZE)
+        assert f"master HA address: {pinned}" in slave.log_text()
+
+
+async def test_a_killed_slave_resumes_from_its_end_and_sync_master_answers_meanwhile(
+    tmp_path: Path,
+) -> None:
+    with NamesrvProcess(tmp_path / "ns") as ns:
+        master = master_process(
+            tmp_path, ns.address, role="SYNC_MASTER", properties={"syncFlushTimeout": "1000"}
+        )
+        slave = slave_process(tmp_path, ns.address)
+        with master:
+            slave.start()
+            try:
+                async with RemotingClient(ClientConfig(request_timeout_s=3.0)) as client:
+                    api = BrokerApi(client)
+                    await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                    for i in range(20):
+                        assert (
+                            await _send(api, master, "SlaveDies", b"a%d" % i) is SendStatus.SEND_OK
+                        )
+                    before = (await ha_status(client, slave.address)).ha_client_runtime_info
+                    slave.kill()
+
+                    async def no_slave() -> bool:
+                        return not (await ha_status(client, master.address)).ha_connection_info
+
+                    await eventually(no_slave, timeout_s=5)
+                    for i in range(10):  # stored on the master, not on a slave
+                        status = await _send(api, master, "SlaveDies", b"b%d" % i)
+                        assert status is SendStatus.SLAVE_NOT_AVAILABLE
+
+                    slave.start()
+                    await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                    for i in range(10):
+                        assert (
+                            await _send(api, master, "SlaveDies", b"c%d" % i) is SendStatus.SEND_OK
+                        )
+                    end = (await ha_status(client, master.address)).master_commit_log_max_offset
+                    info = (await ha_status(client, slave.address)).ha_client_runtime_info
+                    assert info.max_offset == end
+                    mine = commit_log_bytes(slave.store_dir, 0, end, PROCESS_FILE_SIZE)
+                    assert mine == commit_log_bytes(master.store_dir, 0, end, PROCESS_FILE_SIZE)
+                    expected = [b"a%d" % i for i in range(20)] + [b"b%d" % i for i in range(10)]
+                    expected += [b"c%d" % i for i in range(10)]
+
+                    async def all_there() -> bool:
+                        got = await read_queue(api, slave.address, "SlaveDies", 0)
+                        return [m.body for m in got] == expected
+
+                    await eventually(all_there, timeout_s=5)
+            finally:
+                assert slave.stop() == 0, slave.log_text()
+    # The restarted slave asked for its own end (from the start of its last record,
+    # which it checks against the master's bytes), not for the log from 0.
+    asks = [int(n) for n in re.findall(r"asks for offset (\d+); streaming from", master.log_text())]
+    last = records_in(master.store_dir, before.max_offset, PROCESS_FILE_SIZE)[-1]
+    assert last.body == b"a19" and last.commit_log_offset + last.store_size == before.max_offset
+    assert asks == [0, last.commit_log_offset], asks
