@@ -14,6 +14,7 @@ installs and runs the Python sources alone):
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def cython_extensions() -> list[Extension]:
         build_dir="build/cython",
         compiler_directives=CYTHON_DIRECTIVES,
         quiet=True,
+        nthreads=os.cpu_count() or 1,
     )
     for extension in extensions:
         extension.optional = True  # cythonize does not carry the flag over
@@ -68,4 +70,8 @@ SPEEDUPS = Extension(
     optional=True,
 )
 
-setup(ext_modules=[SPEEDUPS, *cython_extensions()])
+# The C of every module compiles at once, one per core: a fresh install waits minutes less.
+setup(
+    ext_modules=[SPEEDUPS, *cython_extensions()],
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+)

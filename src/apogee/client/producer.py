@@ -1,3 +1,4 @@
+# cython: language_level=3
 """The asyncio producer: one message, a batch, ordered, oneway.
 
 Owns: Producer and ProducerConfig (Java DefaultMQProducer's settings, in

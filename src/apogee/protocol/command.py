@@ -1,3 +1,4 @@
+# cython: language_level=3
 """The remoting command: one request or response, independent of its encoding.
 
 Owns: ``RemotingCommand`` and the rules for building requests, oneway requests

@@ -1,3 +1,4 @@
+# cython: language_level=3
 """Incoming-request dispatch: request code -> handler, with per-group limits.
 
 Owns: RequestContext (what a handler gets besides the request), HandlerTable

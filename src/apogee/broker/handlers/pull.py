@@ -1,3 +1,4 @@
+# cython: language_level=3
 """PULL_MESSAGE: checks, the subscription, store.get, the status table, long polling.
 
 Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
