@@ -165,13 +165,21 @@ def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, s
         if tags[i]:
             properties[PROPERTY_TAGS] = tags[i]
         if keys[i]:
-            properties[PROPERTY_KEYS] = keys[i] if isinstance(keys[i], str) else " ".join(keys[i])
+            key_text = keys[i] if isinstance(keys[i], str) else _join_keys(keys[i])
+            if key_text:
+                properties[PROPERTY_KEYS] = key_text
         if delays[i]:
             properties[PROPERTY_DELAY_TIME_LEVEL] = str(int(delays[i]))
         if shards[i] is not None:
             properties[PROPERTY_SHARDING_KEY] = shards[i]
         data = body.encode() if isinstance(body, str) else body
         yield Message(topic, data, properties=properties), shards[i]
+
+
+def _join_keys(keys: list[str | None]) -> str:
+    """An array of keys as RocketMQ stores them: space-separated; null and empty ones
+    are left out (an array<string> column may hold nulls)."""
+    return " ".join(k for k in keys if k)
 
 
 def _partition_id() -> int:
