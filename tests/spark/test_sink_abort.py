@@ -114,6 +114,7 @@ def test_a_failed_exactly_once_write_shows_nothing_and_a_rerun_delivers_each_row
         mine = [ms for ms in sent.values() if {m.body for m in ms} == set(of_partition(rows, part))]
         assert len(mine) == 1, f"partition {part} was not written by one attempt"
         assert unresolved(cluster, mine[0]) == set()
+
     # the failed attempts' halves: the broker asks, the ledger says roll back
     def failed() -> list[MessageExt]:  # every copy so far: checks renew the ones they ask
         return [m for t, ms in halves_of(cluster, set(rows)).items() if t in doomed for m in ms]
