@@ -6,11 +6,12 @@ Arrow twin, and ``ColumnBuilder``, which turns the records of pull bodies
 and hands them out as ``pyarrow.RecordBatch``es, so no per-message object is
 ever made.
 
-The Python loop per record does only what has to be sequential: finding
+The only loop per record is the one that has to be sequential: finding
 where the next record starts (TOTALSIZE) and whether the range ends
-(QUEUEOFFSET). Every other field is gathered for all records of a pull at
-once with numpy, at positions computed from the sysFlag (IPv6 hosts) and the
-magic code (topic length width). Bodies and property strings are cut out of
+(QUEUEOFFSET), in ``apogee.spark.scan`` (compiled by Cython when it can be).
+Every other field is gathered for all records of a pull at once with numpy,
+at positions computed from the sysFlag (IPv6 hosts) and the magic code
+(topic length width). Bodies and property strings are cut out of
 the pull body by Arrow, without a Python object per row. The property
 strings are parsed per batch on their bytes with numpy: tags, keys and the
 unique key become their columns, ``properties`` holds the rest. ``msgId`` is
@@ -23,7 +24,6 @@ on tag hash codes, and two tags may share one.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +57,7 @@ from apogee.model.message import (
 )
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
+from apogee.spark.scan import record_starts
 
 SOURCE_SCHEMA = StructType(
     [
@@ -76,10 +77,6 @@ SOURCE_SCHEMA = StructType(
 )
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
 
-# The only per-record Python work: TOTALSIZE (to find the next record) and QUEUEOFFSET
-# (to stop at the range's end). Every other field is gathered for all records at once.
-_SCAN = struct.Struct(">i16xq")
-_MIN_RECORD = 88  # the fixed fields of a record with IPv4 hosts, up to BODYLEN
 _STRING_EMPTY = pa.array([], pa.string())
 # byte -> its two upper-case hex digits, for offset message ids
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
@@ -96,7 +93,9 @@ class _Chunk:
     reconsumes: np.ndarray
     bodies: pa.Array  # binary
     props: pa.Array  # binary: the raw property strings
-    ids: pa.Array  # string: the offset message ids
+    # STOREHOST and PHYSICALOFFSET positions: the offset message ids, made only when a
+    # row has no unique key (producers almost always set one)
+    id_parts: tuple[bytes, np.ndarray, np.ndarray, np.ndarray]
 
 
 class ColumnBuilder:
@@ -120,19 +119,7 @@ class ColumnBuilder:
         filtered out); records at or past ``end_offset`` are not looked at.
         """
         self.bytes_read += len(body)
-        scan, positions = _SCAN.unpack_from, []
-        pos, size, next_offset = 0, len(body), -1
-        while pos < size:
-            if size - pos < _MIN_RECORD:
-                raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-            total, qoff = scan(body, pos)
-            if total <= 0 or pos + total > size:
-                raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-            if qoff >= end_offset:
-                break
-            next_offset = qoff + 1
-            positions.append(pos)
-            pos += total
+        positions, pos, next_offset = record_starts(body, end_offset)
         if positions:
             chunk = _decode(body, np.array(positions, np.int64), pos, sub)
             if len(chunk.offsets):
@@ -158,7 +145,8 @@ class ColumnBuilder:
         tags, keys, uniq = picked
         if uniq.null_count:
             # the offset message id where the producer set no unique key
-            uniq = pc.coalesce(uniq, joined("ids", pa.string()))
+            ids = pa.concat_arrays([_offset_ids(*c.id_parts) for c in chunks])
+            uniq = pc.coalesce(uniq, ids)
         columns: list[Any] = [
             pa.repeat(self.topic, n).cast(pa.string()) if n else _STRING_EMPTY,
             pa.repeat(self.broker_name, n).cast(pa.string()) if n else _STRING_EMPTY,
@@ -229,7 +217,7 @@ def _decode(body: bytes, at: np.ndarray, end: int, sub: SubscriptionData | None)
         reconsumes=_int(buf, host_at + host_len, 4),
         bodies=bodies,
         props=_slices(body, props_at, props_len),
-        ids=_offset_ids(body, buf, host_at, host_len, at + 28),
+        id_parts=(body, host_at, host_len, at + 28),
     )
 
 
@@ -256,7 +244,7 @@ def _slices(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
 
 
 def _offset_ids(
-    body: bytes, buf: np.ndarray, host_at: np.ndarray, host_len: np.ndarray, phys_at: np.ndarray
+    body: bytes, host_at: np.ndarray, host_len: np.ndarray, phys_at: np.ndarray
 ) -> pa.Array:
     """STOREHOST + PHYSICALOFFSET in upper-case hex: the offset message id of each record."""
     n = len(host_at)
@@ -266,6 +254,7 @@ def _offset_ids(
             for h, w, p in zip(host_at.tolist(), host_len.tolist(), phys_at.tolist(), strict=True)
         ]
         return pa.array(ids, pa.string())
+    buf = np.frombuffer(body, np.uint8)
     raw = np.concatenate(
         [buf[host_at[:, None] + np.arange(8)], buf[phys_at[:, None] + np.arange(8)]], axis=1
     )
