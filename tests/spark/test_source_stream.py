@@ -182,3 +182,29 @@ def wait_for(check: Any, timeout_s: float = 60) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.3)
+
+
+def test_starting_timestamp_starts_each_queue_at_its_first_message_stored_at_or_after_it(
+    spark: Any, cluster: SparkCluster, topic_name: str, work: Path
+) -> None:
+    cluster.create_topic(topic_name, 4)
+    produce(cluster, topic_name, 0, 16)  # m0..m15, every queue
+    early = max(m.store_timestamp for m in cluster.read(topic_name))
+    wait_for(lambda: time.time() * 1000 > early + 5)  # the next message is stored later
+    # later messages in queues 0 and 1 only: queues 2 and 3 have nothing at or after it
+    cluster.produce([(Message(topic_name, f"m{i}".encode()), i % 2) for i in range(16, 26)])
+    boundary = min(m.store_timestamp for m in cluster.read(topic_name) if int(m.body[1:]) >= 16)
+    assert boundary > early
+    df = stream(spark, cluster, topics=topic_name, startingTimestamp=str(boundary))
+    out, checkpoint = work / "out", work / "checkpoint"
+
+    run_available_now(df, out, checkpoint)
+    produce(cluster, topic_name, 26, 8)  # every queue again
+    run_available_now(df, out, checkpoint)
+
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted(int(r.body[1:]) for r in rows) == list(range(16, 34))
+    # queues 2 and 3 started at their end, not at their earliest offset
+    assert sorted((r.queueId, r.queueOffset) for r in rows if r.queueId >= 2) == [
+        (2, 4), (2, 5), (3, 4), (3, 5)
+    ]  # fmt: skip

@@ -138,6 +138,7 @@ class Cluster:
         self.client_id = f"{socket.gethostname()}@{os.getpid()}@spark"
         self._producer_groups: set[str] = set()
         self._heartbeat_addrs: set[str] = set()
+        self._announced: set[str] = set()  # groups answer_checks announced to every master
         self._heartbeat_task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -409,8 +410,27 @@ class Cluster:
         await self._gather(api.get_max_offset(a, t, q) for a, (t, q) in barriers.items())
 
     def answer_checks(self, group: str, listener: CheckListener) -> None:
-        """Answer the broker's checks of ``group``'s half messages with ``listener``."""
+        """Answer the broker's checks of ``group``'s half messages with ``listener``.
+
+        The broker checks through the connections of the group's producers, so
+        this process announces itself as one to every master broker by heartbeat,
+        also when it sent no half message itself (the driver's committer).
+        """
         self.checks.add_listener(group, listener)
+        if group not in self._announced:
+            self.run(self._announce(group))
+            self._announced.add(group)
+
+    async def _announce(self, group: str) -> None:
+        info = await self.namesrv_api.get_cluster_info()
+        masters = {
+            addr for b in info.broker_addr_table.values() if (addr := b.master_addr()) is not None
+        }
+        self._producer_groups.add(group)
+        self._heartbeat_addrs |= masters
+        for addr in sorted(self._heartbeat_addrs):
+            await self._heartbeat(addr)
+        self._start_heartbeats()
 
     def ensure_topic(self, topic: str, queues: int = 1) -> list[QueueRef]:
         """The topic's writable queues, creating it on the first broker of the cluster if needed."""

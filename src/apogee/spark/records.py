@@ -1,18 +1,22 @@
 """Stored records to Arrow: the source's schema and its column builder.
 
 Owns: ``SOURCE_SCHEMA`` (the DataFrame a ``rocketmq`` read returns), its
-Arrow twin, and ``ColumnBuilder``, which walks the records of pull bodies
-(the commit-log layout drawn in ``apogee.model.message_codec``) into column
-lists and hands them out as ``pyarrow.RecordBatch``es, so no per-message
-object is ever made.
+Arrow twin, and ``ColumnBuilder``, which turns the records of pull bodies
+(the commit-log layout drawn in ``apogee.model.message_codec``) into columns
+and hands them out as ``pyarrow.RecordBatch``es, so no per-message object is
+ever made.
 
-The Python loop per record does only what has to be sequential: the fixed
-fields with one ``struct`` call, the body and the raw property string by
-slicing. The property strings are then parsed for the whole batch with Arrow
-compute (split, filter, a group-by only when a name repeats): tags, keys and
-the unique key become their columns, ``properties`` holds the rest. ``msgId``
-is the producer's unique key (what consumers call msgId), or the offset
-message id when the producer set none.
+The only loop per record is the one that has to be sequential: finding
+where the next record starts (TOTALSIZE) and whether the range ends
+(QUEUEOFFSET), in ``apogee.spark.scan`` (compiled by Cython when it can be).
+Every other field is gathered for all records of a pull at once with numpy,
+at positions computed from the sysFlag (IPv6 hosts) and the magic code
+(topic length width). Bodies and property strings are cut out of
+the pull body by Arrow, without a Python object per row. The property
+strings are parsed per batch on their bytes with numpy: tags, keys and the
+unique key become their columns, ``properties`` holds the rest. ``msgId`` is
+the producer's unique key (what consumers call msgId), or the offset message
+id (hex, built with a lookup table) when the producer set none.
 
 A TAG subscription is matched on the exact tag here too: the broker filters
 on tag hash codes, and two tags may share one.
@@ -20,8 +24,8 @@ on tag hash codes, and two tags may share one.
 
 from __future__ import annotations
 
-import struct
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,6 +57,7 @@ from apogee.model.message import (
 )
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
+from apogee.spark.scan import record_starts
 
 SOURCE_SCHEMA = StructType(
     [
@@ -72,40 +77,41 @@ SOURCE_SCHEMA = StructType(
 )
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
 
-# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
-# BORNHOST STORETIMESTAMP STOREHOST RECONSUMETIMES PREPARED BODYLEN, for IPv4 hosts
-_V4_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
-assert _V4_HEAD.size == 88
-_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_Q = struct.Struct(">q")
-_I = struct.Struct(">i")
-_H = struct.Struct(">h")
+_STRING_EMPTY = pa.array([], pa.string())
+# byte -> its two upper-case hex digits, for offset message ids
+_HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _TAKEN_OUT = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
+@dataclass(slots=True)
+class _Chunk:
+    """The kept records of one pull body, as columns."""
+
+    offsets: np.ndarray
+    born: np.ndarray
+    stored: np.ndarray
+    reconsumes: np.ndarray
+    bodies: pa.Array  # binary
+    props: pa.Array  # binary: the raw property strings
+    # STOREHOST and PHYSICALOFFSET positions: the offset message ids, made only when a
+    # row has no unique key (producers almost always set one)
+    id_parts: tuple[bytes, np.ndarray, np.ndarray, np.ndarray]
+
+
 class ColumnBuilder:
-    """Column lists for one output partition; ``flush`` turns them into a RecordBatch."""
+    """Columns for one output partition; ``flush`` turns them into a RecordBatch."""
 
     def __init__(self, topic: str, broker_name: str, queue_id: int) -> None:
         self.topic = topic
         self.broker_name = broker_name
         self.queue_id = queue_id
         self.bytes_read = 0
-        self._reset()
-
-    def _reset(self) -> None:
-        self.offsets: list[int] = []
-        self.bodies: list[bytes] = []
-        self.props: list[bytes] = []
-        self.ids: list[bytes] = []  # STOREHOST + PHYSICALOFFSET: the offset message id
-        self.born: list[int] = []
-        self.stored: list[int] = []
-        self.reconsumes: list[int] = []
+        self._chunks: list[_Chunk] = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._rows
 
-    # One flat loop on purpose: a helper call per record costs more than its decoding.
     def add(self, body: bytes, end_offset: int, sub: SubscriptionData | None) -> int:
         """Append the records of a pull body with queue offsets below ``end_offset``.
 
@@ -113,148 +119,227 @@ class ColumnBuilder:
         filtered out); records at or past ``end_offset`` are not looked at.
         """
         self.bytes_read += len(body)
-        pos = 0
-        size = len(body)
-        next_offset = -1
-        view = memoryview(body)
-        matching = sub is not None and not sub.is_all
-        v4_head, v6_flags, v2_magic = _V4_HEAD.unpack_from, _V6_FLAGS, MESSAGE_MAGIC_CODE_V2
-        offsets, bodies, props, ids = self.offsets, self.bodies, self.props, self.ids
-        born_list, stored_list, reconsumes = self.born, self.stored, self.reconsumes
-        while pos < size:
-            if size - pos < _V4_HEAD.size:
-                raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-            fields = v4_head(body, pos)
-            total, magic, _crc, _qid, _flag, qoff, phys, sysflag, born = fields[:9]
-            stored, store_host, reconsume, _prepared, body_len = fields[10:]
-            if total <= 0 or pos + total > size:
-                raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-            if qoff >= end_offset:
-                break
-            next_offset = qoff + 1
-            if sysflag & v6_flags:
-                stored, store_host, reconsume, body_len, at = _v6_fields(body, pos, sysflag)
-            else:
-                at = pos + _V4_HEAD.size
-            value = body[at : at + body_len]
-            at += body_len
-            if magic == v2_magic:
-                (topic_len,) = _H.unpack_from(body, at)
-                at += 2 + topic_len
-            else:
-                at += 1 + body[at]
-            (props_len,) = _H.unpack_from(body, at)
-            at += 2
-            pos += total
-            raw = body[at : at + props_len]
-            if matching:
-                tag = property_value(str(view[at : at + props_len], "utf-8"), PROPERTY_TAGS)
-                if not sub.matches_tag(tag):  # type: ignore[union-attr]
-                    continue
-            if sysflag & COMPRESSED_FLAG:
-                value = _inflate(value, sysflag)
-            offsets.append(qoff)
-            bodies.append(value)
-            props.append(raw)
-            ids.append(store_host + _Q.pack(phys))
-            born_list.append(born)
-            stored_list.append(stored)
-            reconsumes.append(reconsume)
+        positions, pos, next_offset = record_starts(body, end_offset)
+        if positions:
+            chunk = _decode(body, np.array(positions, np.int64), pos, sub)
+            if len(chunk.offsets):
+                self._chunks.append(chunk)
+                self._rows += len(chunk.offsets)
         return next_offset
 
     def flush(self) -> pa.RecordBatch:
         """The rows added since the last flush, as one RecordBatch of ``ARROW_SCHEMA``."""
-        n = len(self.offsets)
+        chunks, n = self._chunks, self._rows
+        self._chunks, self._rows = [], 0
         utc = pa.timestamp("us", tz="UTC")
-        props, picked = _properties(self.props)
+
+        def ints(name: str) -> np.ndarray:
+            parts = [getattr(c, name) for c in chunks]
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+        def joined(name: str, kind: pa.DataType) -> pa.Array:
+            parts = [getattr(c, name) for c in chunks]
+            return pa.concat_arrays(parts) if parts else pa.array([], kind)
+
+        props, picked = _properties(joined("props", pa.binary()))
         tags, keys, uniq = picked
         if uniq.null_count:
             # the offset message id where the producer set no unique key
-            offset_ids = pa.array([i.hex().upper() for i in self.ids], pa.string())
-            uniq = pc.coalesce(uniq, offset_ids)
+            ids = pa.concat_arrays([_offset_ids(*c.id_parts) for c in chunks])
+            uniq = pc.coalesce(uniq, ids)
         columns: list[Any] = [
-            pa.repeat(self.topic, n).cast(pa.string()) if n else pa.array([], pa.string()),
-            pa.repeat(self.broker_name, n).cast(pa.string()) if n else pa.array([], pa.string()),
+            pa.repeat(self.topic, n).cast(pa.string()) if n else _STRING_EMPTY,
+            pa.repeat(self.broker_name, n).cast(pa.string()) if n else _STRING_EMPTY,
             pa.repeat(self.queue_id, n).cast(pa.int32()) if n else pa.array([], pa.int32()),
-            pa.array(self.offsets, pa.int64()),
+            pa.array(ints("offsets"), pa.int64()),
             uniq,
             tags,
             keys,
-            pa.array(self.bodies, pa.binary()),
+            joined("bodies", pa.binary()),
             props,
-            _millis(self.born, utc),
-            _millis(self.stored, utc),
-            pa.array(self.reconsumes, pa.int32()),
+            pa.array(ints("born") * 1000, utc),  # epoch ms -> Spark's microseconds
+            pa.array(ints("stored") * 1000, utc),
+            pa.array(ints("reconsumes"), pa.int32()),
         ]
-        self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def _properties(raw: list[bytes]) -> tuple[pa.Array, list[pa.Array]]:
+def _decode(body: bytes, at: np.ndarray, end: int, sub: SubscriptionData | None) -> _Chunk:
+    """The columns of the records starting at byte positions ``at`` (they end at ``end``).
+
+    Every field is gathered with numpy at per-record positions; bodies and
+    property strings are cut out of ``body`` by Arrow (see ``_slices``).
+    """
+    buf = np.frombuffer(body, np.uint8)
+    ends = np.append(at[1:], end)
+    sysflag = _int(buf, at + 36, 4)
+    stored_at = at + 48 + np.where(sysflag & BORNHOST_V6_FLAG, 20, 8)
+    host_at = stored_at + 8
+    host_len = np.where(sysflag & STOREHOSTADDRESS_V6_FLAG, 20, 8)
+    body_len = _int(buf, host_at + host_len + 12, 4)
+    body_at = host_at + host_len + 16
+    topic_at = body_at + body_len
+    if ((body_len < 0) | (topic_at + 4 > ends)).any():
+        raise ProtocolError("a record of a pull body has a body length past its end")
+    v2 = _int(buf, at + 4, 4) == MESSAGE_MAGIC_CODE_V2
+    props_len_at = topic_at + np.where(v2, 2 + _int(buf, topic_at, 2), 1 + buf[topic_at])
+    if (props_len_at + 2 > ends).any():
+        raise ProtocolError("a record of a pull body has a topic length past its end")
+    props_len = _int(buf, props_len_at, 2)
+    props_at = props_len_at + 2
+    if ((props_len < 0) | (props_at + props_len > ends)).any():
+        raise ProtocolError("a record of a pull body has a properties length past its end")
+    if sub is not None and not sub.is_all:
+        keep = np.array(
+            [
+                sub.matches_tag(property_value(str(body[a : a + n], "utf-8"), PROPERTY_TAGS))
+                for a, n in zip(props_at.tolist(), props_len.tolist(), strict=True)
+            ],
+            dtype=bool,
+        )
+        at, sysflag, stored_at, host_at, host_len = (
+            at[keep], sysflag[keep], stored_at[keep], host_at[keep], host_len[keep]
+        )  # fmt: skip
+        body_at, body_len, props_at, props_len = (
+            body_at[keep], body_len[keep], props_at[keep], props_len[keep]
+        )  # fmt: skip
+    bodies = _slices(body, body_at, body_len)
+    compressed = (sysflag & COMPRESSED_FLAG) != 0
+    if compressed.any():  # rare: inflated one by one
+        values = bodies.to_pylist()
+        for i in np.flatnonzero(compressed).tolist():
+            values[i] = _inflate(values[i], int(sysflag[i]))
+        bodies = pa.array(values, pa.binary())
+    return _Chunk(
+        offsets=_int(buf, at + 20, 8),
+        born=_int(buf, at + 40, 8),
+        stored=_int(buf, stored_at, 8),
+        reconsumes=_int(buf, host_at + host_len, 4),
+        bodies=bodies,
+        props=_slices(body, props_at, props_len),
+        id_parts=(body, host_at, host_len, at + 28),
+    )
+
+
+def _int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The big-endian signed ``width``-byte integers at byte positions ``at``, as int64."""
+    raw = buf[at[:, None] + np.arange(width)]
+    return raw.view(f">i{width}")[:, 0].astype(np.int64)
+
+
+def _slices(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """``body[s : s + n]`` for each start and length (in order, not overlapping), as one
+    binary array, cut in Arrow: the values and the gaps between them are the elements of
+    one array over ``body`` itself, and the values are taken out of it."""
+    n = len(starts)
+    if not n:
+        return pa.array([], pa.binary())
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + lengths
+    spans = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(body)]
+    )
+    return spans.take(pa.array(np.arange(0, 2 * n - 1, 2))).cast(pa.binary())
+
+
+def _offset_ids(
+    body: bytes, host_at: np.ndarray, host_len: np.ndarray, phys_at: np.ndarray
+) -> pa.Array:
+    """STOREHOST + PHYSICALOFFSET in upper-case hex: the offset message id of each record."""
+    n = len(host_at)
+    if (host_len != 8).any():  # an IPv6 store host: rare, one by one
+        ids = [
+            (body[h : h + w] + body[p : p + 8]).hex().upper()
+            for h, w, p in zip(host_at.tolist(), host_len.tolist(), phys_at.tolist(), strict=True)
+        ]
+        return pa.array(ids, pa.string())
+    buf = np.frombuffer(body, np.uint8)
+    raw = np.concatenate(
+        [buf[host_at[:, None] + np.arange(8)], buf[phys_at[:, None] + np.arange(8)]], axis=1
+    )
+    text = np.ascontiguousarray(_HEX[raw]).reshape(-1)
+    offsets = np.arange(0, 32 * (n + 1), 32, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text))
+
+
+def _properties(raw: pa.Array) -> tuple[pa.Array, list[pa.Array]]:
     """Property strings -> the ``properties`` map and the TAGS, KEYS, UNIQ_KEY columns.
 
-    RocketMQ's rules (``apogee.model.message``), in Arrow compute instead of a
-    Python loop per message: pairs split at 0x02, name and value at the first
-    0x01, pairs with an empty name or value dropped, a later duplicate name wins.
+    RocketMQ's rules (``apogee.model.message``): pairs split at 0x02, name and
+    value at the first 0x01, pairs with an empty name or value dropped, a later
+    duplicate name wins. Done on the bytes of all strings at once with numpy
+    (0x01 and 0x02 never occur inside a multi-byte UTF-8 character).
     """
     n = len(raw)
-    texts = pa.array(raw, pa.binary()).cast(pa.string())
-    pieces = pc.split_pattern(texts, "\x02")
-    parents = pc.list_parent_indices(pieces)
-    flat = pc.list_flatten(pieces)
-    has_pair = pc.match_substring(flat, "\x01")
-    split = pc.split_pattern(pc.filter(flat, has_pair), "\x01", max_splits=1)
-    names, values = pc.list_element(split, 0), pc.list_element(split, 1)
-    valid = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
-    table = pa.table(
-        {
-            "row": pc.filter(pc.filter(parents, has_pair), valid),
-            "at": pc.filter(pa.array(np.arange(len(names), dtype=np.int64)), valid),
-            "k": pc.filter(names, valid),
-            "v": pc.filter(values, valid),
-        }
+    texts = raw.cast(pa.string())  # the strings must be UTF-8, whatever they hold
+    offs = _offsets(texts)
+    data_buf = texts.buffers()[2]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    lo, hi = int(offs[0]), int(offs[-1])
+    window = data[lo:hi]
+    twos = np.flatnonzero(window == 2) + lo
+    ones = np.flatnonzero(window == 1) + lo
+    # pieces between 0x02s and string bounds; sorted apart, starts and ends pair up
+    starts = np.sort(np.concatenate([offs[:-1], twos + 1]))
+    ends = np.sort(np.concatenate([twos, offs[1:]]))
+    at = np.searchsorted(ones, starts)
+    cut = np.append(ones, hi + 1)[at]  # the first 0x01 at or after each piece's start
+    valid = (cut > starts) & (ends > cut + 1)
+    starts, cut, ends = starts[valid], cut[valid], ends[valid]
+    rows = np.searchsorted(offs, starts, side="right") - 1
+    m = len(starts)
+    bounds = np.empty(4 * m, np.int64)  # name, 0x01, value, what lies up to the next name
+    bounds[0::4], bounds[1::4], bounds[2::4], bounds[3::4] = starts, cut, cut + 1, ends
+    spans = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), max(4 * m - 1, 0), [None, pa.py_buffer(bounds), data_buf]
     )
-    if len(table) and len(table.group_by(["row", "k"]).aggregate([])) < len(table):
+    names = spans.take(pa.array(np.arange(0, 4 * m, 4))).cast(pa.string())
+    values = spans.take(pa.array(np.arange(2, 4 * m, 4))).cast(pa.string())
+    encoded = pc.dictionary_encode(names)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    wanted = rows * max(len(encoded.dictionary), 1) + codes
+    if _repeats(wanted, n * max(len(encoded.dictionary), 1)):
         # a name given twice (batch sends append the batch's properties): the last counts
-        last = table.group_by(["row", "k"]).aggregate([("at", "max")])
-        table = table.filter(pc.is_in(table["at"], value_set=last["at_max"]))
-    rows = pa.array(np.arange(n, dtype=np.int64))
+        _, last = np.unique(wanted[::-1], return_index=True)
+        keep = np.sort(m - 1 - last)
+        rows, codes, names, values = rows[keep], codes[keep], names.take(keep), values.take(keep)
+    taken = [pc.index(encoded.dictionary, name).as_py() for name in _TAKEN_OUT]
     picked = []
-    for name in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
-        mine = table.filter(pc.equal(table["k"], name))
-        where = pc.index_in(rows, value_set=mine["row"].combine_chunks())
-        picked.append(mine["v"].combine_chunks().take(where))
-    kept = table.filter(pc.invert(pc.is_in(table["k"], value_set=pa.array(_TAKEN_OUT))))
-    counts = np.bincount(kept["row"].to_numpy(), minlength=n) if len(kept) else np.zeros(n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
+    for code in taken:
+        where = np.full(n, -1, np.int64)
+        mine = np.flatnonzero(codes == code)
+        where[rows[mine]] = mine
+        picked.append(values.take(pa.array(where, mask=where < 0)))
+    kept = ~np.isin(codes, [c for c in taken if c >= 0])
+    map_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[kept], minlength=n), out=map_offsets[1:])
     props = pa.MapArray.from_arrays(
-        pa.array(offsets),
-        kept["k"].combine_chunks() if len(kept) else pa.array([], pa.string()),
-        kept["v"].combine_chunks() if len(kept) else pa.array([], pa.string()),
+        pa.array(map_offsets),
+        names.filter(pa.array(kept)),
+        values.filter(pa.array(kept)),
         type=ARROW_SCHEMA.field("properties").type,
     )
     return props, picked
 
 
-def _v6_fields(body: bytes, pos: int, sysflag: int) -> tuple[int, bytes, int, int, int]:
-    """STORETIMESTAMP, STOREHOST, RECONSUMETIMES, BODYLEN and the body's position
-    of a record with an IPv6 born or store host."""
-    at = pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8)
-    (stored,) = _Q.unpack_from(body, at)
-    at += 8
-    host_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
-    store_host = body[at : at + host_len]
-    at += host_len
-    (reconsume,) = _I.unpack_from(body, at)
-    at += 12  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET
-    (body_len,) = _I.unpack_from(body, at)
-    return stored, store_host, reconsume, body_len, at + 4
+def _repeats(values: np.ndarray, bound: int) -> bool:
+    """Whether a value (each in [0, bound)) occurs twice: counted when the range is
+    small (the usual few property names), else sorted."""
+    if not len(values):
+        return False
+    if bound <= max(1 << 20, 8 * len(values)):
+        return bool(np.bincount(values, minlength=1).max() > 1)
+    return len(np.unique(values)) < len(values)
 
 
-def _millis(values: list[int], kind: pa.DataType) -> pa.Array:
-    """Epoch milliseconds as Spark's timestamps (microseconds, UTC)."""
-    return pc.multiply(pa.array(values, pa.int64()), 1000).cast(kind)
+def _offsets(texts: pa.Array) -> np.ndarray:
+    """The n + 1 value offsets of a string array, as int64."""
+    n = len(texts)
+    if not n:
+        return np.zeros(1, np.int64)
+    raw = np.frombuffer(texts.buffers()[1], np.int32)
+    return raw[texts.offset : texts.offset + n + 1].astype(np.int64)
 
 
 def _inflate(value: bytes, sysflag: int) -> bytes:

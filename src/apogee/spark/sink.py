@@ -165,13 +165,21 @@ def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, s
         if tags[i]:
             properties[PROPERTY_TAGS] = tags[i]
         if keys[i]:
-            properties[PROPERTY_KEYS] = keys[i] if isinstance(keys[i], str) else " ".join(keys[i])
+            key_text = keys[i] if isinstance(keys[i], str) else _join_keys(keys[i])
+            if key_text:
+                properties[PROPERTY_KEYS] = key_text
         if delays[i]:
             properties[PROPERTY_DELAY_TIME_LEVEL] = str(int(delays[i]))
         if shards[i] is not None:
             properties[PROPERTY_SHARDING_KEY] = shards[i]
         data = body.encode() if isinstance(body, str) else body
         yield Message(topic, data, properties=properties), shards[i]
+
+
+def _join_keys(keys: list[str | None]) -> str:
+    """An array of keys as RocketMQ stores them: space-separated; null and empty ones
+    are left out (an array<string> column may hold nulls)."""
+    return " ".join(k for k in keys if k)
 
 
 def _partition_id() -> int:
@@ -270,12 +278,39 @@ def _commit_halves(
     cluster.end_transactions(halves, opts.producer_group, LocalTransactionState.COMMIT_MESSAGE)
 
 
-def _abort_halves(opts: SinkOptions, messages: Sequence[WriterCommitMessage | None]) -> None:
-    halves = [h for m in messages if isinstance(m, SinkCommit) for h in m.halves]
-    if halves:
-        cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+def _abort_halves(
+    opts: SinkOptions,
+    messages: Sequence[WriterCommitMessage | None],
+    sink_id: str | None,
+    batch_id: int,
+) -> None:
+    """Roll back the halves of the tasks that reported, unless the batch was committed.
+
+    Spark also aborts when ``commit`` itself failed: past the commit point
+    (the ledger entry) the entry's halves must still commit, not be rolled back.
+    ``sink_id`` is given for a batch write, whose id is never used again: its
+    empty ledger entry makes the broker's checks roll back the halves of every
+    attempt, the failed ones too, at their next check.
+    """
+    done = [m for m in messages if isinstance(m, SinkCommit)]
+    sid = sink_id or next((m.sink_id for m in done if m.halves), None)
+    if sid is None:
+        return  # a stream's batch of which no task sent anything
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    # the failed attempts' workers may be gone: this process answers their checks too
+    cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
+    ledger = Ledger(cluster)
+    tokens = ledger.lookup(sid, batch_id)
+    if tokens is None and sink_id is not None:
+        ledger.write(sink_id, batch_id, [])
+    kept = set(tokens or ())
+    commit = [h for m in done if m.token in kept for h in m.halves]
+    rollback = [h for m in done if m.token not in kept for h in m.halves]
+    if commit:
+        cluster.end_transactions(commit, opts.producer_group, LocalTransactionState.COMMIT_MESSAGE)
+    if rollback:
         cluster.end_transactions(
-            halves, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
+            rollback, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
         )
 
 
@@ -304,7 +339,7 @@ class BatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
-            _abort_halves(self.opts, messages)
+            _abort_halves(self.opts, messages, self.sink_id, 0)
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -328,4 +363,5 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
-            _abort_halves(self.opts, messages)
+            # no ledger entry here: a restarted query runs this batch id again
+            _abort_halves(self.opts, messages, None, batchId)

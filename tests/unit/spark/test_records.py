@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import pytest
 
 from apogee.errors import ProtocolError
 from apogee.model.message import COMPRESSED_FLAG, properties_to_string
-from apogee.model.message_codec import encode_record
+from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2, decode_record, encode_record
 from apogee.model.subscription import SubscriptionData
 from apogee.spark.records import ARROW_SCHEMA, ColumnBuilder
 
@@ -89,3 +90,90 @@ def test_properties_follow_rocketmq_parsing_rules() -> None:
     assert [r["tags"] for r in rows] == ["a", None, None, None]
     assert [r["keys"] for r in rows] == [None, None, None, "k1 k2"]
     assert all(len(r["msgId"]) == 32 for r in rows)  # no unique key: the offset message id
+
+
+def as_v2(rec: bytes) -> bytes:
+    """A v1 record with IPv4 hosts rewritten as v2 (a two-byte topic length)."""
+    topic_at = 88 + int.from_bytes(rec[84:88], "big")
+    out = bytearray(rec[:topic_at] + rec[topic_at].to_bytes(2, "big") + rec[topic_at + 1 :])
+    out[0:4] = len(out).to_bytes(4, "big")
+    out[4:8] = MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
+    return bytes(out)
+
+
+def random_record(rng: random.Random, offset: int) -> tuple[bytes, bytes]:
+    """A record with random fields, and the body a reader must hand over."""
+    pool = ["TAGS", "KEYS", "UNIQ_KEY", "a", "ü", "CLUSTER", ""]
+    pieces = []
+    for _ in range(rng.randrange(6)):
+        name, value = rng.choice(pool), rng.choice(["", "v", "x\x01y", "ñé", str(offset)])
+        pieces.append(rng.choice([f"{name}\x01{value}", name]))
+    text = "\x02".join(pieces) + rng.choice(["", "\x02"])
+    raw = rng.randbytes(rng.randrange(40))
+    compressed = rng.random() < 0.2
+    v6_born, v6_store = rng.random() < 0.2, rng.random() < 0.2
+    rec = encode_record(
+        topic=rng.choice(["t", "topic-x"]),
+        body=zlib.compress(raw) if compressed else raw,
+        queue_id=1,
+        properties=text,
+        queue_offset=offset,
+        physical_offset=rng.randrange(1 << 40),
+        born_timestamp=rng.randrange(1 << 41),
+        born_host=("::1", 7) if v6_born else ("10.1.2.3", 7),
+        store_timestamp=rng.randrange(1 << 41),
+        store_host=("fe80::2", 10911) if v6_store else ("10.0.0.9", 10911),
+        reconsume_times=rng.randrange(20),
+        sys_flag=COMPRESSED_FLAG if compressed else 0,
+    )
+    if not (v6_born or v6_store) and rng.random() < 0.5:
+        rec = as_v2(rec)
+    return rec, raw
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_columns_match_the_reference_decoder_on_random_records(seed: int) -> None:
+    rng = random.Random(seed)
+    made = [random_record(rng, i) for i in range(400)]
+    pulls = [b"".join(r for r, _ in made[i : i + 64]) for i in range(0, 400, 64)]
+    end = 350
+    sub = SubscriptionData.build("t", "v || ñé") if seed % 2 else None
+    expected = []
+    for (rec, raw), i in zip(made, range(end), strict=False):
+        ext = decode_record(rec)
+        props = dict(ext.properties)
+        if sub is not None and not sub.matches_tag(props.get("TAGS")):
+            continue
+        uniq = props.pop("UNIQ_KEY", None)
+        expected.append(
+            {
+                "queueOffset": i,
+                "msgId": uniq or ext.msg_id,
+                "tags": props.pop("TAGS", None),
+                "keys": props.pop("KEYS", None),
+                "body": raw,
+                "properties": props,
+                "bornTimestamp": ext.born_timestamp,
+                "storeTimestamp": ext.store_timestamp,
+                "reconsumeTimes": ext.reconsume_times,
+            }
+        )
+    builder = ColumnBuilder("t", "broker-a", 1)
+    nexts = [builder.add(body, end, sub) for body in pulls]
+    batch = builder.flush()
+
+    assert nexts[-2:] == [end, -1]  # the pull past the end looks at nothing
+    assert batch.schema.equals(ARROW_SCHEMA)
+    got = [
+        {
+            **r,
+            "properties": dict(r["properties"]),
+            "bornTimestamp": round(r["bornTimestamp"].timestamp() * 1000),
+            "storeTimestamp": round(r["storeTimestamp"].timestamp() * 1000),
+        }
+        for r in batch.to_pylist()
+    ]
+    for row in got:
+        for name in ("topic", "brokerName", "queueId"):
+            assert row.pop(name) == {"topic": "t", "brokerName": "broker-a", "queueId": 1}[name]
+    assert got == expected
