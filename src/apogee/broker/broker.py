@@ -295,6 +295,13 @@ class Broker:
         if self._registration is not None:
             await self.registrar.unregister_all()
         await self.namesrv_client.close()
-        await self.managers.save_all()
-        await self._abandon_start()  # /metrics stops, the store closes
+        try:
+            unsaved = await self.managers.save_all()
+            if unsaved:
+                log.error("stopping without writing %s in %s: changes since the last write "
+                          "are lost", ", ".join(unsaved), self.managers.directory)  # fmt: skip
+        finally:
+            # Whatever the config files did, the store closes: it removes its
+            # abort file, so the next start does not recover as after a crash.
+            await self._abandon_start()  # /metrics stops, the store closes
         log.info("broker %s stopped", self.config.broker_name)

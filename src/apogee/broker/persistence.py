@@ -11,11 +11,14 @@ later when the disk refuses them) are ``ConfigFiles``'.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from apogee.broker.services import ConfigFiles
+
+log = logging.getLogger(__name__)
 
 
 class _Table(Protocol):
@@ -76,8 +79,21 @@ class ManagerFiles:
             path = self.directory / "delayOffset.json"
             await self.files.save(path, self._delay_offsets.encode())
 
-    async def save_all(self) -> None:
-        """Wait for the writes under way, then write every file once more (stop)."""
+    async def save_all(self) -> list[str]:
+        """Wait for the writes under way, then write every file once more (stop).
+
+        Returns the names of the files that could not be written. Each file is
+        tried whatever happened to the ones before it: one that cannot be
+        written (or encoded) must not cost the others their last state.
+        """
         await self.files.flush()
+        failed: list[str] = []
         for name, table in self._tables.items():
-            await self.files.save(self.directory / name, table.encode())
+            try:
+                saved = await self.files.save(self.directory / name, table.encode())
+            except Exception:
+                log.exception("cannot write %s at stop", self.directory / name)
+                saved = False
+            if not saved:
+                failed.append(name)
+        return failed

@@ -74,6 +74,9 @@ class NamesrvConfig:
     )
     #: idle client connections are closed after this long
     server_channel_max_idle_time_seconds: int = 120
+    #: connections beyond it are closed at once (0: derived from the descriptor limit,
+    #: as for a broker), so a flood of clients cannot use up the process's descriptors
+    max_connections: int = 0
     #: access control (plain_acl.yml, absolute or under $ROCKETMQ_HOME)
     acl_enable: bool = False
     plain_acl_file: str = field(
@@ -86,6 +89,8 @@ class NamesrvConfig:
     metrics_prom_exporter_port: int = 5557
 
     def __post_init__(self) -> None:
+        if self.max_connections < 0:
+            raise ConfigError(f"maxConnections must be at least 0, got {self.max_connections}")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
             raise ConfigError(
                 f"metricsExporterType={self.metrics_exporter_type} is not supported here; "

@@ -34,6 +34,7 @@ from apogee.namesrv.route_table import RouteTable
 from apogee.remoting.config import ServerConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.limits import ServerLimits, connections_for_fd_limit
 from apogee.remoting.observe import RequestObserver
 from apogee.remoting.server import RemotingServer
 from apogee.remoting.tls import server_context
@@ -65,6 +66,9 @@ class NameServer:
                 host=cfg.bind_address,
                 port=cfg.listen_port,
                 idle_timeout_s=float(cfg.server_channel_max_idle_time_seconds),
+                limits=ServerLimits(
+                    max_connections=cfg.max_connections or connections_for_fd_limit()
+                ),
                 tls_mode=cfg.tls.mode,
                 ssl_context=server_context(cfg.tls),
             ),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from pathlib import Path
 
 import orjson
+import pytest
 
 from apogee.broker.broker import Broker
 from apogee.codes import ResponseCode
@@ -111,6 +113,34 @@ async def test_a_restart_keeps_messages_topics_groups_and_offsets(tmp_path: Path
             assert again.offsets.query("cg", "Kept", 0) == 2
             answer = await pull(client, again.address, "Kept", 0, 0)
             assert [r.body for r in iter_records(answer.body_bytes())] == [b"m0", b"m1", b"m2"]
+
+
+async def test_a_config_file_that_cannot_be_written_at_stop_still_lets_the_store_close(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = tmp_path / "store"
+    offsets_file = store / "config" / "consumerOffset.json"
+    async with RemotingClient() as client:
+        async with run_broker(store) as b:
+            assert (await send(client, b.address, "Kept", b"m0")).code == ResponseCode.SUCCESS
+            b.offsets.commit("cg", "Kept", 0, 1)
+            # A directory where the file goes: the final write's rename fails (EISDIR)
+            # for root too, as a read-only directory would not.
+            offsets_file.unlink(missing_ok=True)
+            offsets_file.mkdir(parents=True)
+            caplog.set_level(logging.ERROR, logger="apogee")  # for the stop below
+        assert "stopping without writing consumerOffset.json" in caplog.text
+        assert not (store / "abort").exists()  # the store closed as after a clean stop
+        # the files after the failed one were still written
+        topics = orjson.loads((store / "config" / "topics.json").read_bytes())
+        assert "Kept" in topics["topicConfigTable"]
+
+        offsets_file.rmdir()
+        async with run_broker(store) as again:
+            assert again.store is not None and again.store.recovery is not None
+            assert again.store.recovery.last_exit_ok  # not recovered as after a crash
+            answer = await pull(client, again.address, "Kept", 0, 0)
+            assert [r.body for r in iter_records(answer.body_bytes())] == [b"m0"]
 
 
 async def test_a_damaged_config_file_falls_back_to_its_backup(tmp_path: Path) -> None:

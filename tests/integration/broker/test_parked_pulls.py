@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 
 from apogee.codes import ResponseCode
+from apogee.model.message_codec import iter_records
 from apogee.protocol.framing import encode_bytes
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import eventually, run_broker
@@ -78,6 +79,39 @@ async def test_a_parked_pull_whose_arrival_was_not_heard_is_woken_by_the_periodi
         answer = await asyncio.wait_for(parked, 5)
         assert answer.code == ResponseCode.SUCCESS
         assert asyncio.get_running_loop().time() - began < 5  # not the 20 s hold
+
+
+async def test_a_parked_tag_pull_gets_a_delayed_message_when_it_is_delivered(
+    tmp_path: Path,
+) -> None:
+    # The periodic check is pushed out of reach: only the delivery's arrival can wake the pull.
+    async with (
+        run_broker(tmp_path / "store", pull_hold_check_interval_ms=600_000) as broker,
+        RemotingClient() as client,
+    ):
+        store = broker.store
+        assert store is not None
+        answer = await send(client, broker.address, "T", b"old", tags="A")
+        assert answer.code == ResponseCode.SUCCESS  # an existing topic, one message in queue 0
+        loop = asyncio.get_running_loop()
+        parked = asyncio.ensure_future(
+            pull(client, broker.address, "T", 0, 1, sys_flag=SUSPEND, subscription="A || B",
+                 suspend_ms=20_000, timeout_s=30)
+        )  # fmt: skip
+        await eventually(lambda: _async(len(broker.holds) == 1))
+        level_1 = {"DELAY": "1"}  # one second
+        answer = await send(client, broker.address, "T", b"other", tags="C", extra=level_1)
+        assert answer.code == ResponseCode.SUCCESS
+        await eventually(lambda: _async(store.max_offset_in_queue("T", 0) == 2))
+        assert not parked.done() and len(broker.holds) == 1  # another tag does not wake it
+        sent_at = loop.time()
+        answer = await send(client, broker.address, "T", b"wanted", tags="B", extra=level_1)
+        assert answer.code == ResponseCode.SUCCESS
+        woken = await asyncio.wait_for(parked, 10)
+        waited = loop.time() - sent_at
+        assert woken.code == ResponseCode.SUCCESS
+        assert [r.body for r in iter_records(woken.body_bytes())] == [b"wanted"]
+        assert 0.9 < waited < 3.0  # its one-second delay, not the 20 s hold
 
 
 async def _async(value: bool) -> bool:

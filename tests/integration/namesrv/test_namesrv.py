@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 import socket
 import struct
 from pathlib import Path
@@ -16,6 +18,7 @@ from apogee.protocol import bodies
 from apogee.protocol import headers as h
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
+from apogee.testing.cluster import eventually
 from apogee.testing.namesrv import get_route, register_broker, running_namesrv
 
 BROKER = "127.0.0.1:10911"
@@ -236,3 +239,38 @@ async def test_all_topic_list_can_be_disabled(tmp_path: Path, enabled: bool) -> 
         assert (answer.code == ResponseCode.SUCCESS) is enabled
         if not enabled:
             assert answer.remark == "disable"
+
+
+async def test_connections_beyond_max_connections_are_refused_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="apogee.remoting")
+    async with running_namesrv(tmp_path, max_connections=3) as (ns, addr):
+        host, port = addr.rsplit(":", 1)
+        held = [await asyncio.open_connection(host, int(port)) for _ in range(3)]
+        await eventually(lambda: _now(len(ns.server.connections) == 3))
+        reader, writer = await asyncio.open_connection(host, int(port))
+        async with asyncio.timeout(5):
+            assert await reader.read(1) == b""  # closed at once by the server
+        writer.close()
+        assert ns.server.refused_connections == 1
+        assert "maxConnections is 3" in caplog.text
+        for _, w in held:
+            w.close()
+        await eventually(lambda: _now(not ns.server.connections))
+        async with RemotingClient() as client:  # places are free again: served
+            answer = await _call(client, addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="x")
+            assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_max_connections_defaults_to_a_cap_below_the_descriptor_limit(
+    tmp_path: Path,
+) -> None:
+    async with running_namesrv(tmp_path) as (ns, _):
+        cap = ns.server.config.limits.max_connections
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert cap is not None and cap < soft
+
+
+async def _now(value: bool) -> bool:
+    return value

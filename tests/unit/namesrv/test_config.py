@@ -28,3 +28,13 @@ def test_unknown_tls_key_is_named(tmp_path: Path) -> None:
     conf.write_text("tls.server.mod=enforcing\n")
     with pytest.raises(ConfigError, match=r"'tls.server.mod'"):
         load_namesrv_config(conf)
+
+
+def test_max_connections_key(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("maxConnections=500\n")
+    assert load_namesrv_config(conf).max_connections == 500
+    assert load_namesrv_config(None).max_connections == 0  # derived at start
+    conf.write_text("maxConnections=-1\n")
+    with pytest.raises(ConfigError, match="maxConnections"):
+        load_namesrv_config(conf)
