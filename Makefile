@@ -35,8 +35,8 @@ run: $(STAMP)
 	$(BIN)/apogee standalone -c $(CONF) $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench setup.py
-	$(BIN)/ruff format --check src tests bench setup.py
+	$(BIN)/ruff check src tests benchmarks setup.py
+	$(BIN)/ruff format --check src tests benchmarks setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -325,7 +325,7 @@ class CommitLog:
     # -- appending -----------------------------------------------------------
 
     # One long function on purpose: it runs once per message, and every call
-    # or attribute hop shows in the throughput (see bench/store.py).
+    # or attribute hop shows in the throughput (see apogee/bench/store.py).
     def append(self, msg: StoreMessage) -> PutResult:  # noqa: PLR0915
         """Append one message; see the module invariants."""
         body = msg.body

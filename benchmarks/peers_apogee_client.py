@@ -6,7 +6,7 @@ long-polling fetcher per queue, offsets committed as messages are done), with a 
 listener that reads each body. Topic creation and the stored count reuse the harness's
 ``apogee_py`` adapter (BrokerApi).
 
-    BENCH_PEERS_EXTRA=$PWD/bench/peers_extra.py \\
+    BENCH_PEERS_EXTRA=$PWD/benchmarks/peers_extra.py \\
         bash run.sh --systems apogee-client,apogee-py,redis-streams,rabbitmq-stream --skip-phys
 """
 

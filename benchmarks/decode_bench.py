@@ -2,7 +2,7 @@
 
 Run once by hand, never from the test suite:
 
-    .venv/bin/python bench/decode_bench.py [--messages 32] [--body 1024] [--rounds 2000]
+    .venv/bin/python benchmarks/decode_bench.py [--messages 32] [--body 1024] [--rounds 2000]
 
 One pull response body (``--messages`` records of ``--body`` random bytes,
 with the properties a producer and broker set) is decoded by the lazy

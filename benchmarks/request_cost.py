@@ -10,8 +10,8 @@ process CPU time per request, best of several rounds (the machine is shared,
 the least disturbed round is the closest to the code's own cost). Kernel time
 of real sockets is not included: add what ``/proc`` shows for a real run.
 
-    .venv/bin/python bench/request_cost.py --rounds 5 --requests 20000
-    .venv/bin/python bench/request_cost.py --profile 30   # cProfile, top 30 by own time
+    .venv/bin/python benchmarks/request_cost.py --rounds 5 --requests 20000
+    .venv/bin/python benchmarks/request_cost.py --profile 30   # cProfile, top 30 by own time
 
 Not a test: nothing here asserts a speed.
 """

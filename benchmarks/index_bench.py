@@ -2,7 +2,7 @@
 
 Run once by hand, never from the test suite:
 
-    .venv/bin/python bench/index_bench.py [--entries 1000000] [--dir /tmp]
+    .venv/bin/python benchmarks/index_bench.py [--entries 1000000] [--dir /tmp]
 
 Keys look like the broker's: ``topic#`` + a 32-hex-digit unique id. Key and
 request generation happen before the clock starts; file creation is included.

@@ -2,7 +2,7 @@
 
 Run from the harness folder, with this checkout installed there (``APOGEE_SRC``)::
 
-    APOGEE_SRC=/path/to/apogee BENCH_PEERS_EXTRA=/path/to/apogee/bench/peers_extra.py \\
+    APOGEE_SRC=/path/to/apogee BENCH_PEERS_EXTRA=/path/to/apogee/benchmarks/peers_extra.py \\
         bash run.sh --systems apogee-client,apogee-py,redis-streams,rabbitmq-stream --skip-phys
 
 The harness runs this file with ``servers`` (its server module) predefined. The

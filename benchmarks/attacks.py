@@ -6,9 +6,9 @@ another, well-behaved client measured during the attack against the 100 ms
 bound, and whether every message that client got acknowledged is readable
 afterwards. Not a test: it prints a table, it asserts nothing.
 
-    .venv/bin/python bench/attacks.py                 # every attack
-    .venv/bin/python bench/attacks.py --only parked --parked-connections 50
-    .venv/bin/python bench/attacks.py --no-tmpfs      # without mounting tmpfs (needs root)
+    .venv/bin/python benchmarks/attacks.py                 # every attack
+    .venv/bin/python benchmarks/attacks.py --only parked --parked-connections 50
+    .venv/bin/python benchmarks/attacks.py --no-tmpfs      # without mounting tmpfs (needs root)
 """
 
 from __future__ import annotations

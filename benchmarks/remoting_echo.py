@@ -4,7 +4,7 @@ The server runs in a child process (so client and server each get a core) with
 a trivial inline echo handler; the parent drives the clients for a fixed time
 and prints requests per second. Not a test: nothing here asserts a speed.
 
-    .venv/bin/python bench/remoting_echo.py --connections 4 --inflight 32 --seconds 5
+    .venv/bin/python benchmarks/remoting_echo.py --connections 4 --inflight 32 --seconds 5
 """
 
 from __future__ import annotations
