@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from apogee.testing.kernels import (
+from tests.harness.kernels import (
     BUILDS,
     COMPILED,
     NotCompiledError,

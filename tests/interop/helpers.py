@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
-from apogee.testing.cpp import CppRun, run_cpp
+from tests.harness.cpp import CppRun, run_cpp
 
 
 def process_cluster(

@@ -15,7 +15,7 @@ import pytest
 
 from apogee.client import Message, Producer, PushConsumer, ReceivedMessage
 from apogee.testing.cluster import BrokerProcess, eventually
-from apogee.testing.cpp import start_cpp
+from tests.harness.cpp import start_cpp
 from tests.interop.helpers import process_cluster, produce
 
 pytestmark = pytest.mark.interop

@@ -18,7 +18,7 @@ import pytest
 from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.config import ClientConfig
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, wait_registered
-from apogee.testing.cpp import CppRun, run_cpp
+from tests.harness.cpp import CppRun, run_cpp
 
 pytestmark = pytest.mark.interop
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
-from apogee.testing.cpp import CppProcess, CppRun, run_cpp, start_cpp
+from tests.harness.cpp import CppProcess, CppRun, run_cpp, start_cpp
 from tests.interop.helpers import process_cluster, produce
 
 pytestmark = pytest.mark.interop

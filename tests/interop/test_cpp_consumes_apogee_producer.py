@@ -17,7 +17,7 @@ import pytest
 from apogee.client import Message, Producer, select_by_hash
 from apogee.client.selectors import java_hash
 from apogee.testing.cluster import BrokerProcess
-from apogee.testing.cpp import CppRun, run_cpp
+from tests.harness.cpp import CppRun, run_cpp
 from tests.interop.helpers import process_cluster
 
 pytestmark = pytest.mark.interop

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
-from apogee.testing.cpp import run_cpp, start_cpp
+from tests.harness.cpp import run_cpp, start_cpp
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -15,7 +15,6 @@ from apogee.model.results import SendStatus
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
-from apogee.testing.cpp import start_cpp
 from apogee.testing.ha import (
     PROCESS_FILE_SIZE,
     commit_log_bytes,
@@ -25,6 +24,7 @@ from apogee.testing.ha import (
     slave_process,
 )
 from apogee.testing.reading import read_queue
+from tests.harness.cpp import start_cpp
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

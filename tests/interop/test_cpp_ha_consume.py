@@ -22,8 +22,8 @@ from apogee.model.route import MASTER_ID, BrokerData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
-from apogee.testing.cpp import run_cpp, start_cpp
 from apogee.testing.ha import ha_status, master_process, slave_process
+from tests.harness.cpp import run_cpp, start_cpp
 from tests.interop.helpers import produce
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

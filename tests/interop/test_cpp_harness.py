@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from apogee.testing.cpp import run_cpp, run_cpp_sync, start_cpp
+from tests.harness.cpp import run_cpp, run_cpp_sync, start_cpp
 
 pytestmark = pytest.mark.interop
 

@@ -23,7 +23,7 @@ from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.topic import TopicConfig
 from apogee.protocol.bodies import LockBatchRequestBody
 from apogee.testing.cluster import BrokerProcess, eventually
-from apogee.testing.cpp import CppProcess, Line, run_cpp, start_cpp
+from tests.harness.cpp import CppProcess, Line, run_cpp, start_cpp
 from tests.interop.helpers import process_cluster, produce
 
 pytestmark = pytest.mark.interop

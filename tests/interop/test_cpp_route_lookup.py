@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cpp import CppRun, run_cpp
+from tests.harness.cpp import CppRun, run_cpp
 from apogee.testing.namesrv import register_broker, running_namesrv
 
 pytestmark = pytest.mark.interop

@@ -33,8 +33,8 @@ from apogee.store.dispatch import DispatchEntry, message_fields_python
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_file import IndexFile, IndexWork
 from apogee.store.index_service import IndexService, index_work_python
-from apogee.testing.kernels import KERNEL_SITES, python_kernels
 from apogee.testing.store import message, small_config
+from tests.harness.kernels import KERNEL_SITES, python_kernels
 
 pytestmark = pytest.mark.skipif(
     speedups is None and os.environ.get("APOGEE_REQUIRE_SPEEDUPS") != "1",

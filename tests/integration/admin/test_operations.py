@@ -19,7 +19,7 @@ from apogee.client.producer import Producer
 from apogee.model.message import Message
 from apogee.model.topic import TopicConfig
 from apogee.testing.cluster import BrokerProcess, eventually
-from apogee.testing.cpp import CppProcess, start_cpp
+from tests.harness.cpp import CppProcess, start_cpp
 from tests.integration.admin.helpers import AdminCli, json_of
 from tests.interop.helpers import process_cluster
 

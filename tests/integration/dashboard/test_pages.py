@@ -29,7 +29,7 @@ from apogee.client import sync
 from apogee.model.message import Message
 from apogee.model.topic import TopicConfig
 from apogee.testing.cluster import DashboardProcess, StandaloneProcess
-from apogee.testing.cpp import start_cpp
+from tests.harness.cpp import start_cpp
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -24,19 +24,24 @@ from apogee.model.message_codec import RecordKind, check_record, decode_record
 from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
 from apogee.store.results import GetStatus
-from apogee.testing.crash_writer import body_of, writer_config
 from apogee.testing.store import expected_queues, queue_units
+from tests.harness.crash_writer import body_of, writer_config
 
 Ack = tuple[int, int, int, int]  # seq, offset, size, flushed offset when acknowledged
+
+# `python -m tests.harness.crash_writer` finds the ``tests`` package from here, whatever
+# directory pytest was started in.
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_and_kill(tmp_path: Path, flush: FlushDiskType, min_acks: int) -> list[Ack]:
     acks_path = tmp_path / "acks"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "apogee.testing.crash_writer", "--store", str(tmp_path / "store"),
+        [sys.executable, "-m", "tests.harness.crash_writer", "--store", str(tmp_path / "store"),
          "--acks", str(acks_path), "--flush", flush.value],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        cwd=REPO_ROOT,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60

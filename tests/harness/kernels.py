@@ -4,7 +4,6 @@ Owns: the list of places that bind a kernel of ``apogee._speedups`` and
 ``python_kernels``, a context manager that points every one of them at its
 Python twin for a while (tests run the store both ways and compare bytes);
 :func:`module_build`, either build of a module compiled by Cython.
-Imports: anything; nothing in ``apogee`` imports this module.
 """
 
 from __future__ import annotations

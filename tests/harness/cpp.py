@@ -4,7 +4,6 @@ Owns: finding the driver script, one private HOME per client process (the C++ cl
 log under ``$HOME/logs/rocketmq-cpp/`` and broadcast offsets under ``$HOME/.rocketmq_offsets/``),
 parsing the driver's JSON lines, hard timeouts that kill the whole process group, and a
 background mode so that a push consumer runs while the test produces.
-Imports: the standard library only.
 
 The driver prints one JSON object per line; every line is kept as ``dict[str, object]`` and
 lines that are not JSON (the C++ library sometimes prints to stdout) become
@@ -49,8 +48,8 @@ def driver_path() -> Path:
     override = os.environ.get("APOGEE_CPP_DRIVER")
     if override:
         return Path(override)
-    # src/apogee/testing/cpp.py -> the repository root is three levels above the package
-    return Path(__file__).resolve().parents[3] / "tests" / "interop" / "cpp_driver.py"
+    # tests/harness/cpp.py -> tests/interop/cpp_driver.py, a sibling folder
+    return Path(__file__).resolve().parents[1] / "interop" / "cpp_driver.py"
 
 
 def parse_line(text: str) -> Line:

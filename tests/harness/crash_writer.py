@@ -1,11 +1,11 @@
 """A store writer meant to be killed: it logs every acknowledged message.
 
-Run as ``python -m apogee.testing.crash_writer --store DIR --acks FILE
+Run as ``python -m tests.harness.crash_writer --store DIR --acks FILE
 --flush SYNC_FLUSH|ASYNC_FLUSH``. It appends numbered messages forever; after
 each acknowledgement (PUT_OK from the flush future under SYNC_FLUSH, from the
 put itself under ASYNC_FLUSH) it writes one line ``seq offset size flushed``
 to the acks file with an unbuffered write, so a SIGKILL loses no line whose
-message was acknowledged. Imports: anything (test harness).
+message was acknowledged. It runs from the repository root, where ``tests`` is a package.
 """
 
 from __future__ import annotations
