@@ -1,8 +1,7 @@
 """Wire-level constants of the RocketMQ 4.x remoting protocol.
 
 Owns: request codes, response codes, language codes and header serialize types.
-Imports: nothing (this is the bottom layer, so ``errors`` can use it without
-pulling in ``protocol``).
+The bottom layer, so ``errors`` can use it without pulling in ``protocol``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 Owns: every exception class raised across layers, and the lookup from a wire
 response code to the exception a client raises for it.
-Imports: ``apogee.codes`` only.
 
 Rule: expected outcomes are values (``PutStatus``, ``GetStatus``, response
 codes); exceptions are faults. Every fault carries ``code`` (a RocketMQ

@@ -1,7 +1,7 @@
 """Time sources: wall-clock milliseconds and monotonic seconds.
 
 Owns: the Clock protocol, the system clock and a settable FakeClock for tests
-of time-driven rules (expiry scans, lock leases). Imports: stdlib only.
+of time-driven rules (expiry scans, lock leases).
 """
 
 from __future__ import annotations

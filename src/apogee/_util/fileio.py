@@ -1,7 +1,7 @@
 """Small-file persistence: atomic replace and JSON read-or-default.
 
 Owns: the one way Apogee writes a config/state file so that a crash leaves
-either the old or the new content, never a mix. Imports: stdlib, orjson.
+either the old or the new content, never a mix.
 
 Write order: ``<name>.tmp`` written and fsynced, the current file copied to
 ``<name>.bak`` (RocketMQ keeps the same backup next to each config file),

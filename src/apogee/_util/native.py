@@ -1,7 +1,7 @@
 """The compiled kernels, when this installation has them.
 
 Owns: deciding whether ``apogee._speedups`` (built from ``_speedups.c`` by
-``pip install`` where a C compiler is at hand) is used. Imports: stdlib.
+``pip install`` where a C compiler is at hand) is used.
 
 Every function of that module is the twin of a pure-Python function named in
 its source, with the same results byte for byte; modules that use one bind

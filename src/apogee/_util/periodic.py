@@ -2,7 +2,7 @@
 
 Owns: PeriodicTask, used by the broker (offset persistence, client expiry,
 store cleaning) and by client instances (route refresh, heartbeats, offset
-persistence). Imports: asyncio, stdlib.
+persistence).
 
 Invariants: a failing round is logged and the task keeps its schedule;
 ``stop`` cancels a round in progress and waits for it to end.

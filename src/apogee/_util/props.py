@@ -1,7 +1,7 @@
 """RocketMQ-style ``key=value`` config files bound onto frozen dataclasses.
 
 Owns: the properties-file parser and the binding of its keys onto one or more
-config dataclasses. Imports: stdlib and ``apogee.errors``.
+config dataclasses.
 
 A dataclass field's file key is its name in camelCase (``listen_port`` ->
 ``listenPort``) unless the field sets ``metadata={"key": "..."}``; a field may

@@ -1,7 +1,7 @@
 """White-address patterns of ``plain_acl.yml``: which client addresses skip the checks.
 
 Owns: AddressPattern (parse once, match many) with RocketMQ's pattern forms
-(RemoteAddressStrategyFactory). Imports: ipaddress, ``apogee.errors``.
+(RemoteAddressStrategyFactory).
 
 Forms::
 

@@ -3,9 +3,7 @@
 Owns: AclTable (the compiled accounts and global white list a check reads),
 ``compile_document`` (document -> table, every error naming the account and
 key), and the edits UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG and
-UPDATE_GLOBAL_WHITE_ADDRS_CONFIG make to the document. Imports: PyYAML,
-``apogee.acl.address``, ``apogee.acl.permission``, ``apogee.model.route``,
-``apogee.model.topic``, ``apogee.errors``.
+UPDATE_GLOBAL_WHITE_ADDRS_CONFIG make to the document.
 
 The file (RocketMQ's distribution/conf/plain_acl.yml; keys AclConstants)::
 

@@ -2,7 +2,6 @@
 
 Owns: Perm (RocketMQ's Permission: DENY 1, ANY 2, PUB 4, SUB 8), parsing the
 perm words of ``plain_acl.yml`` and the rule ``allows(needed, owned)``.
-Imports: ``apogee.errors``.
 
 The rule (Permission.checkPermission): an owned DENY refuses everything; a
 need of ANY is met by PUB or SUB; otherwise the needed bit must be owned.

@@ -2,8 +2,7 @@
 
 Owns: ADMIN_CODES and ``needed_resources`` (request -> {topic or
 ``%RETRY%group``: perm}), after RocketMQ's PlainAccessValidator.parse and
-Permission.ADMIN_CODE. Imports: ``apogee.acl.permission``, ``apogee.codes``,
-``apogee.model.topic``, ``apogee.protocol.bodies``.
+Permission.ADMIN_CODE.
 
 Resources per request (a group stands as its retry topic)::
 

@@ -4,8 +4,7 @@ Owns: AccessValidator (RocketMQ's PlainAccessValidator + PlainPermissionManager
 for one file): ``check(request, peer)`` answers None (go on) or the refusal
 to send; ``read_if_changed`` / ``install`` reload the file when it changes;
 the ``update_account`` / ``delete_account`` / ``update_global_white`` edits
-rewrite it. Imports: ``apogee.acl.*``, ``apogee.protocol``, ``apogee.codes``,
-``apogee.model.topic``, ``apogee._util``, ``apogee.errors``.
+rewrite it.
 
 Order of a check (PlainPermissionManager.validate):
 

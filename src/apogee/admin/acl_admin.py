@@ -3,8 +3,6 @@
 Owns: update/delete an account, change the global white list, and read the
 ACL version of brokers -- each on one broker (``-b``) or every master of a
 cluster (``-c``) -- and AclVersion, what one broker answers about its file.
-Imports: orjson, ``apogee.admin.admin_client``, ``apogee.protocol``,
-``apogee.model``, ``apogee.codes``, ``apogee.errors``.
 
 Brokers apply the changes to their own ``plain_acl.yml``; name servers have
 no ACL requests, so their files are edited by hand (they reload on change).

@@ -1,8 +1,7 @@
 """Cluster-wide administration, the way mqadmin spans name servers and brokers.
 
 Owns: AdminClient and the small report values it returns (BrokerSummary,
-HAGroup, TopicDeletion, QueueMessages). Imports: asyncio, ``apogee.client``,
-``apogee.errors``, ``apogee.model``, ``apogee.protocol``, ``apogee.remoting``.
+HAGroup, TopicDeletion, QueueMessages).
 
 Each operation starts from the name servers (routes, cluster info) and then
 talks to brokers directly: per-cluster changes go to every master of the

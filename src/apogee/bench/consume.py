@@ -4,10 +4,8 @@ Owns: creating the topic on the cluster's first master, preloading it with batch
 through our own client (its rate is reported too), running one
 ``apogee.bench.cpp_consumer`` process in a new consumer group, and the report: messages/s
 from the first message delivered to the last, and the broker's CPU use while it ran when
-this command started the cluster (``apogee.bench.cluster``). Imports: the standard library,
-click, uvloop, ``apogee.bench.cluster``, ``apogee.client``, ``apogee.remoting``,
-``apogee.model``, and ``apogee.bench.cpp_consumer``'s command line (never its module: it
-loads librocketmq).
+this command started the cluster (``apogee.bench.cluster``). The C++ consumer runs by its
+command line, never imported here: its module loads librocketmq.
 
 Needs PyPI ``rocketmq==0.4.4`` (the dev extra). Measures, never asserts.
 """

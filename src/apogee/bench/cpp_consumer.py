@@ -3,8 +3,9 @@
 Usage: ``python -m apogee.bench.cpp_consumer '<json spec>'`` with ``namesrv``, ``topic``,
 ``group``, ``threads`` (the consumer's thread pool), ``expect`` (stop after this many
 messages), ``idle_s`` (or after this long without one, once the first came), ``timeout_s``
-(or after this long in all) and ``samples_file``. Imports: the standard library and the
-``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``, a dev extra) only.
+(or after this long in all) and ``samples_file``. Only the standard library and the
+``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``, a dev extra) are imported, so that the process
+carries nothing but the client.
 
 The listener is a ctypes callback the client calls once per message on its own threads; it
 answers CONSUME_SUCCESS at once. A message carrying the property ``t`` (its sender's

@@ -3,8 +3,8 @@
 Usage: ``python -m apogee.bench.cpp_producer '<json spec>'`` with ``namesrv``, ``topic``,
 ``threads``, ``seconds``, ``warmup_s``, ``body_size``, ``group``, ``latency_file`` and
 optionally ``stamp`` (each send carries the property ``t``, its ``time.time_ns()``).
-Imports: the standard library and the ``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``, a dev
-extra) only, so that the process carries nothing but the client.
+Only the standard library and the ``rocketmq`` wheel (PyPI ``rocketmq==0.4.4``, a dev extra)
+are imported, so that the process carries nothing but the client.
 
 Threads share producers, ``threads_per_producer`` (8) to each: the client serialises every
 send of one producer on a timed lock around its connection table, and with dozens of threads

@@ -4,10 +4,8 @@ Owns: one ``apogee.bench.cpp_consumer`` process subscribed first, then one
 ``apogee.bench.cpp_producer`` process whose sends carry their wall-clock time; and the
 report: the send rate, the delivery rate and the send-to-delivery latency (p50, p99) of the
 messages sent inside the producer's measured window. The cluster is throw-away
-(``apogee.bench.cluster``) unless ``--namesrv`` names one. Imports: the standard library,
-click, uvloop, ``apogee.bench.cluster``, ``apogee.bench.consume``, ``apogee.client``,
-``apogee.remoting``, and the two client processes' command lines (never their modules: they
-load librocketmq).
+(``apogee.bench.cluster``) unless ``--namesrv`` names one. The two C++ client processes run
+by their command lines, never imported here: their modules load librocketmq.
 
 Producer and consumer run on this machine, so their clocks are the same clock. Needs PyPI
 ``rocketmq==0.4.4`` (the dev extra). Measures, never asserts.

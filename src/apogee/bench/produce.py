@@ -4,9 +4,8 @@ Owns: running ``apogee.bench.cpp_producer`` processes for each thread count agai
 throw-away cluster (``apogee.bench.cluster``, store in a temporary directory; with
 ``--replication async|sync`` a master and its slave) unless ``--namesrv`` names a
 running one; and the report: messages/s, p50/p99 send latency,
-failures, and the broker's CPU use when this command started it. Imports: the standard
-library, click, ``apogee.bench.cluster`` and ``apogee.bench.cpp_producer``'s command line
-(never its module: it loads librocketmq).
+failures, and the broker's CPU use when this command started it. The C++ producer runs by
+its command line, never imported here: its module loads librocketmq.
 
 Needs PyPI ``rocketmq==0.4.4`` (the dev extra). Measures, never asserts.
 """

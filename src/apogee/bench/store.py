@@ -4,7 +4,7 @@ Owns: four measurements on real files, no network: single-message appends
 under ASYNC_FLUSH (dispatch included), batches of 100 (batch-body decoding
 included), SYNC_FLUSH with many writers each keeping one put in flight
 on a loop-driven store (as the broker's connections do), and sequential
-reads through ``get``. Imports: anything below bench.
+reads through ``get``.
 
 Messages carry realistic properties (a distinct UNIQ_KEY, TAGS, KEYS, WAIT)
 so property parsing is measured too; message objects are built before the

@@ -3,7 +3,7 @@
 Owns: per group, the client channels that sent a HEART_BEAT (client id,
 language, version, last heard) and, for consumer groups, the consumption
 settings and subscriptions; expiry of silent channels; membership-change
-notifications. Imports: ``apogee.model``, ``apogee._util.clock``, stdlib.
+notifications.
 
 A channel is any hashable handle of one client connection (the remoting
 Connection in the broker); the registry never reads or writes it, it only

@@ -3,8 +3,6 @@
 Owns: BrokerConfig (identity, listen address, name servers, topic and group
 auto-creation, long polling, property filters, timers, access control) holding the store's
 StoreConfig and the TLS settings, and the loader that reads them from one ``broker.conf``.
-Imports: ``apogee._util.props``, ``apogee.store.config``, ``apogee.remoting.tls``,
-``apogee.protocol.signing``, ``apogee.errors``, stdlib.
 
 Every key of a broker.conf must be claimed: by a BrokerConfig field (its file
 key is in the field's comment or is the camelCase of its name), by the store

@@ -3,8 +3,7 @@
 Owns: group name -> SubscriptionGroupConfig, auto-creation of unknown groups
 with RocketMQ's defaults (``autoCreateSubscriptionGroup``), the groups every
 broker knows from the start, the DataVersion and the JSON form of
-``config/subscriptionGroup.json``. Imports: ``apogee.model``,
-``apogee.protocol.bodies``, ``apogee._util.clock``.
+``config/subscriptionGroup.json``.
 
 No I/O of its own; every change calls the change listeners (persist).
 """

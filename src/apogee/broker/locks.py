@@ -1,7 +1,6 @@
 """Queue locks for orderly consumption (RocketMQ RebalanceLockManager).
 
-Owns: per consumer group, MessageQueue -> (client id, last renewal). Imports:
-``apogee.model``, ``apogee._util.clock``. Pure state, no I/O.
+Owns: per consumer group, MessageQueue -> (client id, last renewal). Pure state, no I/O.
 
 Rules:
 

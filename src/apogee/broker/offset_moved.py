@@ -4,8 +4,7 @@ Owns: the event RocketMQ 4.x's PullMessageProcessor stores when a pull is
 answered PULL_OFFSET_MOVED (21) on a master: which group asked for which queue
 at which offset, and the offset it was told to use instead. Operators and
 tools read them from topic ``OFFSET_MOVED_EVENT`` (1 queue) to see consumers
-that fell behind retention or ran ahead of the log. Imports: ``orjson``,
-``apogee.model``, ``apogee._util``, ``apogee.store`` (interface only).
+that fell behind retention or ran ahead of the log.
 
 The stored message: topic OFFSET_MOVED_EVENT, queue 0, TAGS and KEYS = the
 consumer group, flag 0, sysFlag 0, reconsumeTimes 0, born and store host = the

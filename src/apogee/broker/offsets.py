@@ -1,8 +1,7 @@
 """Committed consumer offsets (RocketMQ ConsumerOffsetManager).
 
 Owns: ``topic@group`` -> {queue id -> next offset to consume}, and the JSON
-form of ``config/consumerOffset.json``. Imports: ``apogee.protocol.tolerant_json``,
-``apogee.errors``, orjson.
+form of ``config/consumerOffset.json``.
 
 File shape (RocketMQ writes bare integer keys; we write quoted ones and read
 both)::

@@ -2,7 +2,6 @@
 
 Owns: one mutable cell shared by the send, send-back and pull handlers and
 the registrar, so UPDATE_BROKER_CONFIG takes effect everywhere at once.
-Imports: ``apogee.model.route``, ``apogee.protocol.bodies``, ``apogee.errors``.
 
 This is how an operator drains a broker before maintenance, as with
 RocketMQ: ``updateBrokerConfig -k brokerPermission -v 4`` makes the broker

@@ -2,8 +2,7 @@
 
 Owns: RocketMQ's refusals of a property-filter subscription (codes and
 remarks of PullMessageProcessor and ClientManageProcessor.checkClientConfig)
-and the record predicates a pull drops records with. Imports:
-``apogee.model``, ``apogee.broker.records``, ``apogee.codes``, ``apogee.errors``.
+and the record predicates a pull drops records with.
 
 * A broker without ``enablePropertyFilter`` answers SYSTEM_ERROR to any
   subscription whose type is not TAG; with it, only SQL92 is known, and an

@@ -2,8 +2,7 @@
 
 Owns: ``record_properties`` (the property string of a commit-log record, as
 pulls re-check tags and key queries re-check keys) and ``inflate`` (a
-size-capped zlib inflate for compressed batch bodies). Imports: struct,
-zlib-ng, ``apogee.model.message_codec``.
+size-capped zlib inflate for compressed batch bodies).
 
 Record positions are those drawn in ``model.message_codec``: the body
 length sits at byte 84 for IPv4 hosts and 12 bytes later per IPv6 host;

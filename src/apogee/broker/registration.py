@@ -5,7 +5,6 @@ wrapper and its DataVersion, reference §3.4), sending it to every name
 server at once, what the answers say (masterAddr, haServerAddr, kept for
 slaves and HA), and the registration loop: at start, every
 registerNameServerPeriod (30 s) and as soon as the topic table changes.
-Imports: asyncio, zlib-ng, ``apogee.protocol``, ``apogee.remoting``, ``apogee.errors``.
 
 A name server that does not answer is logged and retried on the next round;
 the other name servers are not held up by it.

@@ -3,8 +3,7 @@
 Owns: the decisions RocketMQ 4.x makes in SendMessageProcessor
 (``asyncConsumerSendMsgBack``, ``handleRetryAndDLQ``): which retry budget
 applies, when a message is dead, which delay level the next attempt waits,
-and the stored form of the retried or dead message. Imports:
-``apogee.codes``, ``apogee.model``, ``apogee.broker.schedule``. Pure: no I/O,
+and the stored form of the retried or dead message. Pure: no I/O,
 no clock.
 
 Rules:

@@ -5,8 +5,7 @@ TPS over 10 s, 1 min and 10 min as RocketMQ's StoreStatsService reports
 them; message totals at the start of today and yesterday, as BrokerStats
 records them at midnight; per group and topic, messages pulled, for a
 group's consume TPS) and ``runtime_table``, the KV table mqadmin
-brokerStatus, clusterList and the Dashboard read. Imports: shutil, time,
-``apogee.store`` (interface only), ``apogee.codes``, ``apogee._util.clock``.
+brokerStatus, clusterList and the Dashboard read.
 
 Cost: one counter update per pull that found messages, one sample (a few
 dict reads) per second, and the table built only when asked. TPS strings

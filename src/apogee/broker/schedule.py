@@ -4,8 +4,7 @@ Owns: the rewrite RocketMQ applies on SEND (CommitLog.asyncPutMessage in
 4.x): a message whose DELAY property names a level > 0 is stored in
 SCHEDULE_TOPIC_XXXX, queue ``level - 1`` (the level clamped to the highest
 configured one), with REAL_TOPIC and REAL_QID keeping its destination. The
-store indexes such records with their delivery time as tag code. Imports:
-``apogee.model``.
+store indexes such records with their delivery time as tag code.
 
 The delivery side, which reads the queues of SCHEDULE_TOPIC_XXXX and puts
 due messages back to REAL_TOPIC/REAL_QID, is ``schedule_service``; sent-back

@@ -2,9 +2,7 @@
 
 Owns: DelayOffsetTable (per delay level, the next SCHEDULE_TOPIC_XXXX queue
 offset to deliver, and the JSON of ``config/delayOffset.json``) and
-ScheduleMessageService (RocketMQ 4.x ScheduleMessageService). Imports:
-asyncio, orjson, ``apogee.store`` (interface only), ``apogee.model``,
-``apogee.protocol.tolerant_json``, ``apogee._util.clock``, ``apogee.errors``.
+ScheduleMessageService (RocketMQ 4.x ScheduleMessageService).
 
 Level ``n`` reads queue ``n - 1``. The consume-queue tag code of each unit
 is its delivery time (store time + the level's delay, computed by the store

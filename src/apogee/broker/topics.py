@@ -3,9 +3,7 @@
 Owns: TopicConfigManager — system topics created at start, auto-creation on
 send (from a default topic with INHERIT) and for retry topics, the
 DataVersion bumped on every change, and the JSON form of ``config/topics.json``
-(RocketMQ's TopicConfigSerializeWrapper). Imports: ``apogee.model``,
-``apogee.broker.config``,
-``apogee.protocol.bodies``, ``apogee._util.clock``, ``apogee.errors``.
+(RocketMQ's TopicConfigSerializeWrapper).
 
 No I/O of its own: ``encode``/``load`` give and take bytes; the owner writes
 the file. Every change calls the change listeners once (persist, register

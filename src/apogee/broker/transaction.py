@@ -1,8 +1,7 @@
 """Transactional messages: how half, committed, op and check records are made.
 
 Owns: the record rewrites of RocketMQ's transactional message bridge and
-end-transaction processor, as pure functions over model values. Imports:
-``apogee.model``, ``apogee.protocol.headers``, stdlib. No store, no clock
+end-transaction processor, as pure functions over model values. No store, no clock
 (callers pass the time in), no I/O.
 
 Where things live (RocketMQ 4.x, TransactionalMessageBridge)::

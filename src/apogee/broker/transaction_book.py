@@ -3,7 +3,7 @@
 Owns: TransactionBook, the lineages (see ``transaction``) that have a copy at
 or after the check progress of the half queue, each with its newest copy and
 whether an op record resolved it, plus the two progress offsets persisted as
-group CID_RMQ_SYS_TRANS's offsets of the half and op queues. Imports: stdlib.
+group CID_RMQ_SYS_TRANS's offsets of the half and op queues.
 No I/O: the send and end-transaction handlers and the check service tell it
 what they stored; ``transaction_service.recover_book`` rebuilds it at start.
 

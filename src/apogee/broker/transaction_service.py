@@ -3,10 +3,6 @@
 Owns: TransactionCheckService (RocketMQ TransactionalMessageCheckService and
 the check loop of TransactionalMessageServiceImpl) and ``recover_book``,
 which rebuilds the TransactionBook from the half and op queues at start.
-Imports: asyncio, ``apogee.broker.transaction``, ``apogee.broker.transaction_book``,
-``apogee.broker.clients``, ``apogee.broker.broker2client``,
-``apogee.broker.offsets``, ``apogee.broker.topics``, ``apogee.broker.services``, ``apogee.store``
-(interface only), ``apogee.model``, ``apogee._util.clock``.
 
 A round, every ``transactionCheckInterval``, walks the half queue from the
 check progress to the end it had when the round began. A copy that is not

@@ -3,9 +3,7 @@
 Owns: which collaborators each handler gets, and the settings each part is
 given from BrokerConfig. The composition root (``broker.py``) owns the parts
 and their lifecycle and calls these builders at start. No business logic.
-Imports: ``apogee.broker.*``, ``apogee.store`` (this is the one module that
-builds a FileMessageStore), ``apogee.remoting``,
-``apogee.protocol``, ``apogee.model``, ``apogee._util``.
+This is the one module that builds a FileMessageStore.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ``apogee`` command: one click group whose sub-commands load lazily.
 
 Owns: the top-level command table and process-wide setup (logging, uvloop).
-Imports: any Apogee layer, but only inside the command that needs it, so
-``apogee admin`` never loads the store and ``apogee --help`` stays fast.
+Each command imports the layers it needs inside its own body, so ``apogee admin``
+never loads the store and ``apogee --help`` stays fast.
 """
 
 from __future__ import annotations

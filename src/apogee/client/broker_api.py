@@ -4,9 +4,6 @@
 Owns: BrokerApi, one coroutine per broker request a producer, consumer or
 admin tool makes: send, pull, offsets, message lookups, client management,
 locks, transactions, topic and group administration, runtime figures.
-Imports: zlib, ``apogee.codes``, ``apogee.errors``, ``apogee.model``,
-``apogee.protocol``, ``apogee.remoting``, ``apogee._util.clock``,
-``apogee.client.uniq_key``.
 
 Rules:
 * A non-success response code raises ``error_for_code(code, remark)``, except

@@ -1,8 +1,7 @@
 """Requests brokers send to a client, routed to the producer or consumer they concern.
 
 Owns: BrokerRequests, the handlers a ClientInstance registers in its
-HandlerTable. Imports: orjson, ``apogee.client``, ``apogee.codes``,
-``apogee.errors``, ``apogee.protocol``, ``apogee.remoting``.
+HandlerTable.
 
 * CHECK_TRANSACTION_STATE (39, oneway): a half message is still open ->
   TransactionCheckHandler, which picks the producer group by PGROUP;

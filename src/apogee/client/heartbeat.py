@@ -2,7 +2,7 @@
 
 Owns: HeartbeatService, which sends HEART_BEAT (the instance's producer
 groups and consumers, built fresh each time) to brokers and UNREGISTER_CLIENT
-when a group leaves. Imports: ``apogee.client``, ``apogee.errors``.
+when a group leaves.
 
 Rules (Java MQClientInstance): heartbeats go to every master broker the
 routes name, and to the slaves too once a consumer is registered (consumers

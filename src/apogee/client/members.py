@@ -2,8 +2,7 @@
 
 Owns: ConsumerMember (what a consumer implements to join a ClientInstance)
 and Members (producer groups and consumer members, one of each group per
-instance, and the HeartbeatData built from them). Imports:
-``apogee.errors``, ``apogee.model``.
+instance, and the HeartbeatData built from them).
 
 A consumer joins with ``ClientInstance.register_consumer(member)``; from then
 on the instance

@@ -1,8 +1,7 @@
 """Typed calls to the name servers of a cluster.
 
 Owns: NamesrvApi, one coroutine per name-server request a client or admin
-tool makes. Imports: ``apogee.codes``, ``apogee.errors``, ``apogee.model``,
-``apogee.protocol``, ``apogee.remoting``.
+tool makes.
 
 Reads go to one name server, trying them in turn (RemotingClient.invoke_any):
 they all hold the same routes. Writes (KV config, topic deletion, write

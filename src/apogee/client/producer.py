@@ -2,8 +2,7 @@
 """The asyncio producer: one message, a batch, ordered, oneway.
 
 Owns: Producer and ProducerConfig (Java DefaultMQProducer's settings, in
-seconds). Imports: ``apogee.client``, ``apogee.errors``, ``apogee.model``,
-``apogee.protocol``, ``apogee.remoting.tls``.
+seconds).
 
 Security: ``credentials=SessionCredentials(access_key, secret_key)`` signs
 every request of the producer's client instance (brokers and name servers

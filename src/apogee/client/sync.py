@@ -4,8 +4,6 @@ Owns: LoopThread (one daemon thread per process running the event loop every
 sync client shares; uvloop when installed) and the blocking Producer,
 TransactionProducer, PushConsumer and LitePullConsumer, each a thin shell
 around its asyncio twin running there.
-Imports: asyncio, threading, ``apogee.client``, ``apogee.errors``,
-``apogee.remoting``.
 
 ::
 

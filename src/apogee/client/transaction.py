@@ -4,8 +4,7 @@ Owns: LocalTransactionState, ``send_half`` (a message marked as RocketMQ's
 TransactionMQProducer marks it), ``end_transaction`` (END_TRANSACTION built
 from the half's SendResult) and TransactionCheckHandler, which answers the
 broker's CHECK_TRANSACTION_STATE with the state a producer group's callback
-returns. Imports: ``apogee.client.broker_api``, ``apogee.codes``,
-``apogee.model``, ``apogee.protocol``, ``apogee.remoting``.
+returns.
 
 Rules (Java DefaultMQProducerImpl and ClientRemotingProcessor):
 * a half message has TRAN_MSG=true, PGROUP=<producer group>, no DELAY, and

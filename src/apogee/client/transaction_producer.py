@@ -1,7 +1,6 @@
 """The transactional producer: a message becomes visible only if the local transaction commits.
 
-Owns: TransactionProducer and TransactionSendResult. Imports:
-``apogee.client``, ``apogee.errors``, ``apogee.model``.
+Owns: TransactionProducer and TransactionSendResult.
 
 ``send_in_transaction(msg, local_tx, arg)`` (Java TransactionMQProducer):
 1. sends ``msg`` as a half message (TRAN_MSG, PGROUP, PREPARED sysFlag, no

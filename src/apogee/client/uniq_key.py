@@ -2,7 +2,6 @@
 """Producer-side unique message ids (the UNIQ_KEY property).
 
 Owns: ``new_uniq_key`` and ``new_uniq_keys`` (many at once, for batches).
-Imports: stdlib, ``apogee._util.net``.
 
 Layout of RocketMQ's MessageClientIDSetter, as 32 uppercase hex characters::
 

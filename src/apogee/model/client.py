@@ -3,7 +3,7 @@
 Owns: ConsumeType, MessageModel, ConsumeFromWhere (values are RocketMQ's
 enum ordinals, names its enum names, so both the Java form and the C++
 ordinal form map onto them), ProducerData, ConsumerData, HeartbeatData and
-MessageQueue. Imports: ``apogee.model.subscription``.
+MessageQueue.
 """
 
 from __future__ import annotations

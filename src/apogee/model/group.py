@@ -1,8 +1,7 @@
 """Per consumer-group settings a broker keeps (RocketMQ SubscriptionGroupConfig).
 
-Owns: SubscriptionGroupConfig with RocketMQ's defaults. Imports:
-``apogee.model.route``. Pure value type; the JSON shape lives in
-``apogee.protocol.bodies``.
+Owns: SubscriptionGroupConfig with RocketMQ's defaults. Pure value type;
+the JSON shape lives in ``apogee.protocol.bodies``.
 
 Fields up to ``notify_consumer_ids_changed_enable`` are the 4.x class; the
 rest came with 5.x and keep their 5.x defaults, so a 4.x peer that never

@@ -1,8 +1,7 @@
 """Java's ``String.hashCode`` — RocketMQ stores it as tag codes and index keys.
 
 Owns: the one implementation of the hash (and the choice of its compiled
-twin, ``apogee._speedups.java_hash``, when that was built). Imports: stdlib,
-``apogee._util.native``.
+twin, ``apogee._speedups.java_hash``, when that was built).
 
 The hash runs over UTF-16 code units (so a character outside the BMP counts
 as its two surrogates) with 32-bit signed wrap-around:

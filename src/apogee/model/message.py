@@ -3,7 +3,7 @@
 Owns: the property-string codec, the property key names, the message sysFlag
 bits, the message a broker hands to the store (:class:`StoreMessage`,
 :class:`StoreBatch`), the decoded stored message (:class:`MessageExt`) and the
-client-side :class:`Message`. Imports: stdlib only.
+client-side :class:`Message`.
 
 Property string (RocketMQ ``MessageDecoder.messageProperties2String``)::
 

@@ -4,9 +4,7 @@
 Owns: encoding a record straight into a caller's buffer, decoding and
 validating records, iterating the records of a buffer (a pull response body
 is exactly such a run of records), host-address packing and the inner-message
-format of batch sends. Imports: ``apogee.model.message``, ``apogee.errors``,
-``apogee._util.native`` (compiled twins of the record encoder and the batch
-decoder), stdlib, zlib-ng (the same CRC-32 as zlib, several times faster).
+format of batch sends.
 Pure: no files, no clocks.
 
 Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
@@ -58,7 +56,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Final
 
-from zlib_ng.zlib_ng import crc32
+from zlib_ng.zlib_ng import crc32  # the same CRC-32 as zlib, several times faster
 
 from apogee._util.native import speedups
 from apogee.errors import ProtocolError

@@ -1,7 +1,7 @@
 """Offset message ids: where a message lives, written as uppercase hex.
 
 Owns: creating and parsing the id the broker returns for a send and accepts
-for VIEW_MESSAGE_BY_ID. Imports: stdlib only.
+for VIEW_MESSAGE_BY_ID.
 
 Layout (RocketMQ ``MessageDecoder.createMessageId``)::
 

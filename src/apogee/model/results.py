@@ -1,7 +1,7 @@
 """What a client gets back from sends and pulls, as values.
 
 Owns: SendStatus / SendResult and PullStatus / PullResult, named after the
-Java client's classes. Imports: ``apogee.model.client``.
+Java client's classes.
 
 These are outcomes, not faults: a send that was stored but not flushed or
 replicated in time is a SendResult with a non-OK status (the message *is*

@@ -2,7 +2,6 @@
 
 Owns: permission bits, QueueData, BrokerData, TopicRouteData, ClusterInfo and
 DataVersion as plain value types. JSON shapes live in ``protocol.bodies``.
-Imports: stdlib only.
 
 Permission bits (RocketMQ PermName)::
 

@@ -2,8 +2,7 @@
 
 Owns: TopicOffset / TopicStatsTable (GET_TOPIC_STATS_INFO), OffsetWrapper /
 ConsumeStats (GET_CONSUME_STATS), Connection / ConsumerConnection
-(GET_CONSUMER_CONNECTION_LIST). Imports: ``apogee.codes``,
-``apogee.model.client``, ``apogee.model.subscription``.
+(GET_CONSUMER_CONNECTION_LIST).
 
 Pure value types named after RocketMQ's classes of the same names; the JSON
 shapes live in ``apogee.protocol.admin_bodies``. Offsets are logical queue

@@ -2,7 +2,6 @@
 
 Owns: SubscriptionData and the TAG expression grammar of RocketMQ's
 FilterAPI (``"TagA || TagB"``; ``"*"`` or empty means every message).
-Imports: ``apogee.model.javahash``.
 
 Invariants: ``code_set`` holds the Java ``String.hashCode`` of each tag in
 ``tags_set``, in the same order; a subscription to everything has

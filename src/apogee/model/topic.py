@@ -1,7 +1,7 @@
 """Topic and group names, system topics and per-topic configuration.
 
 Owns: TopicConfig, the name rules (RocketMQ TopicValidator) and the names of
-system, retry and dead-letter topics. Imports: ``apogee.model.route``.
+system, retry and dead-letter topics.
 """
 
 from __future__ import annotations

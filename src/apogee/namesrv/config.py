@@ -1,8 +1,7 @@
 """NameServer settings and their ``namesrv.conf`` keys.
 
 Owns: NamesrvConfig (RocketMQ key names; units in field names) and its
-loading from a properties file. Imports: ``apogee._util.props``,
-``apogee.remoting.tls``.
+loading from a properties file.
 
 Access control and TLS are Apogee's additions to a name server (RocketMQ
 4.x has neither there): ``aclEnable`` with ``rocketmq.acl.plain.file`` as

@@ -1,8 +1,7 @@
 """Request handlers of the name server: decode, consult the tables, answer.
 
 Owns: the mapping from name-server request codes to RouteTable and KVConfig
-operations. Imports: ``apogee.protocol``, ``apogee.remoting.dispatch``,
-``apogee.namesrv.route_table``/``kvconfig``/``config``, ``apogee._util``.
+operations.
 
 Every handler is synchronous and cheap (the tables live in memory), so they
 run inline on the event loop. Route data always goes out as standard JSON

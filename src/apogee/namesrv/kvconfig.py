@@ -2,7 +2,6 @@
 
 Owns: the KV table and its file (``kvConfig.json``, shape
 ``{"configTable": {namespace: {key: value}}}`` as RocketMQ writes it).
-Imports: ``apogee._util.fileio``.
 
 Every change is persisted atomically before the call returns, so an
 acknowledged PUT_KV_CONFIG survives a crash of the name server.

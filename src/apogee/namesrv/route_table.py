@@ -2,7 +2,6 @@
 
 Owns: which brokers exist (by name, cluster and id), which topics they serve
 with how many queues and what permission, and when each broker last spoke.
-Imports: ``apogee.model``.
 
 Tables (as in RocketMQ's RouteInfoManager):
 

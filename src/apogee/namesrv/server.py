@@ -2,7 +2,6 @@
 
 Owns: building the route table, KV config, handlers and remoting server, and
 starting/stopping them in order. No business logic lives here.
-Imports: ``apogee.namesrv``, ``apogee.acl``, ``apogee.remoting``, ``apogee._util``.
 
 With ``aclEnable=true`` every request passes the ACL check of
 ``plain_acl.yml`` first (reloaded within a second of a change): reads need

@@ -1,9 +1,8 @@
 """Sans-I/O RocketMQ remoting codec: commands, frames, headers, bodies.
 
-Imports: ``apogee.codes``, ``apogee.errors``, ``apogee.model``, ``apogee._util``
-only; never asyncio, sockets or the store. Bytes go in and commands come out;
-commands go in and buffers come out. Opaque allocation, timeouts and I/O
-belong to ``apogee.remoting``.
+Bytes go in and commands come out; commands go in and buffers come out.
+Opaque allocation, timeouts and I/O belong to ``apogee.remoting``; asyncio,
+sockets and the store are never imported here.
 
 Modules: ``command`` (RemotingCommand), ``framing`` (encode, FrameDecoder),
 ``header_json`` / ``header_binary`` (the two header serializations),

@@ -2,7 +2,6 @@
 
 Owns: CreateAccessConfigRequestHeader, DeleteAccessConfigRequestHeader,
 UpdateGlobalWhiteAddrsConfigRequestHeader, GetBrokerAclConfigResponseHeader.
-Imports: ``apogee.protocol.headers``.
 
 ``topicPerms``, ``groupPerms`` and ``globalWhiteAddrs`` travel as
 comma-separated lists (``topicA=PUB,topicB=SUB``). ``aclFileFullPath`` came

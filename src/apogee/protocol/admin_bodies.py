@@ -4,8 +4,7 @@ Owns: the wire shapes of TopicStatsTable, ConsumeStats, ConsumerConnection
 and ProducerConnection, and the UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body (its
 field mapping is ``bodies.subscription_group_to_json``, shared with the
 broker's subscriptionGroup.json; the broker runtime info is a plain KVTable,
-``bodies.encode_kv_table``). Imports: orjson, ``apogee.codes``,
-``apogee.errors``, ``apogee.model``, ``apogee.protocol.bodies``.
+``bodies.encode_kv_table``).
 
 Same rules as ``bodies``: standard JSON out with sorted keys, tolerant in,
 ProtocolError naming the bad field. ``Map<MessageQueue, V>`` fields are the

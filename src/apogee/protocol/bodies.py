@@ -5,8 +5,6 @@ DataVersion, RegisterBrokerBody / TopicConfigSerializeWrapper (plain JSON and
 compressed), SubscriptionGroupConfig and its wrapper, HeartbeatData (Java and
 C++ forms), CheckClientRequestBody, LockBatch request/response,
 GetConsumerListByGroupResponseBody and MessageQueue-keyed tables.
-Imports: struct, zlib, orjson, ``apogee.errors``, ``apogee.model``,
-``apogee.protocol.tolerant_json``.
 
 Output is standard JSON that Java (fastjson) and C++ (jsoncpp) both accept:
 map keys quoted, object keys in sorted order like fastjson's MapSortField,

@@ -2,7 +2,7 @@
 """The remoting command: one request or response, independent of its encoding.
 
 Owns: ``RemotingCommand`` and the rules for building requests, oneway requests
-and responses. Imports: ``apogee.codes`` only.
+and responses.
 
 Invariants:
 * ``flag`` bit 0 (``FLAG_RESPONSE``) marks a response, bit 1 (``FLAG_ONEWAY``)

@@ -1,8 +1,7 @@
 # cython: language_level=3
 """Remoting frames: command -> buffers, and a stream decoder for bytes -> commands.
 
-Owns: the length-prefixed frame format and the frame size limit. Imports:
-struct, ``apogee.codes``, ``apogee.errors``, ``apogee.protocol`` header modules.
+Owns: the length-prefixed frame format and the frame size limit.
 No I/O, no opaque allocation, no timers (sans-I/O: the caller moves bytes).
 
 Frame, big-endian::

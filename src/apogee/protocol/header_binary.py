@@ -1,8 +1,7 @@
 """ROCKETMQ binary command header (serialize type 1).
 
 Owns: header bytes <-> RemotingCommand for the compact form Java clients use
-when ``rocketmq.serialize.type=ROCKETMQ``. Imports: struct, ``apogee.codes``,
-``apogee.errors``, ``apogee.protocol.command``.
+when ``rocketmq.serialize.type=ROCKETMQ``.
 
 Layout, big-endian, minimum 21 bytes::
 

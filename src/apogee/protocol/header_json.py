@@ -1,8 +1,7 @@
 # cython: language_level=3
 """JSON command header (serialize type 0), with RocketMQ's JSON quirks in one place.
 
-Owns: header dict <-> RemotingCommand. Imports: orjson, ``apogee.codes``,
-``apogee.errors``, ``apogee.protocol.command``.
+Owns: header dict <-> RemotingCommand.
 
 Shape (keys in any order; Java's fastjson sorts them, C++'s jsoncpp does too)::
 

@@ -3,7 +3,6 @@
 
 Owns: the exact ext-field names of every request/response header a 4.x
 client, broker, name server or mqadmin uses, and their parsing rules.
-Imports: ``apogee.codes``, ``apogee.errors``.
 
 Rules (RemotingCommand.decodeCommandCustomHeader):
 * Field names on the wire are RocketMQ's Java field names (camelCase of the

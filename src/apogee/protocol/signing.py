@@ -1,8 +1,7 @@
 """ACL 1.0 request signatures: what a client adds to a request and a server checks.
 
 Owns: SessionCredentials, the signature ext-field names, and the one rule
-for the signed content, used both to sign and to verify. Imports: hmac,
-base64, ``apogee.errors``, ``apogee.protocol.command``.
+for the signed content, used both to sign and to verify.
 
 The rule (RocketMQ's AclClientRPCHook, AclUtils.combineRequestContent and
 AclSigner; PlainAccessValidator.parse for the verifying side)::

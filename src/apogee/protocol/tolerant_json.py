@@ -1,8 +1,7 @@
 """Reader for fastjson's not-quite-JSON: bare integer and object map keys.
 
 Owns: ``loads``, which tries orjson first and falls back to a small
-recursive-descent parser only when orjson rejects the text. Imports: re,
-orjson, ``apogee.errors``.
+recursive-descent parser only when orjson rejects the text.
 
 fastjson's default encoder writes non-string map keys unquoted::
 

@@ -1,7 +1,6 @@
 """Asyncio transport for remoting frames: server, client, connections.
 
-Imports: ``apogee.protocol``, ``apogee.errors``, ``apogee.codes``; uvloop when
-installed. The hot path is an asyncio.Protocol (no streams).
+The hot path is an asyncio.Protocol (no streams).
 """
 
 from apogee.remoting.client import RemotingClient

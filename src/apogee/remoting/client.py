@@ -2,8 +2,7 @@
 """The connecting side: a pool of connections keyed by "host:port".
 
 Owns: RemotingClient (lazy connect under a per-address lock, connect
-timeout, invoke / invoke_oneway, name-server rotation, close all). Imports:
-asyncio, ``apogee.errors``, ``apogee.protocol.command``, ``apogee.remoting``.
+timeout, invoke / invoke_oneway, name-server rotation, close all).
 
 Invariants: at most one live connection per address; a connection leaves the
 pool when it closes, and the next call reconnects. With ``credentials`` in

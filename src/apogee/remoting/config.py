@@ -1,10 +1,7 @@
 """Settings of the remoting transport, one frozen dataclass per side.
 
 Owns: ServerConfig and ClientConfig with RocketMQ's defaults (NettyServerConfig,
-NettyClientConfig, NettySystemConfig). Imports: ``apogee.errors``,
-``apogee.protocol.framing``, ``apogee.protocol.signing``,
-``apogee.remoting.limits``, ``apogee.remoting.tls``. Units are in the field
-names.
+NettyClientConfig, NettySystemConfig). Units are in the field names.
 
 Security: a server's ``tls_mode`` other than DISABLED needs its
 ``ssl_context`` (``tls.server_context``); a client with an ``ssl_context``

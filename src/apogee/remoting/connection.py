@@ -3,8 +3,7 @@
 
 Owns: the asyncio.Protocol that feeds a FrameDecoder, the pending table
 opaque -> future for requests this side sent, dispatch of requests the peer
-sent, write flow control and the idle timer. Imports: asyncio,
-``apogee.errors``, ``apogee.protocol``, ``apogee.remoting.dispatch``.
+sent, write flow control and the idle timer.
 
 Invariants:
 * Opaques are allocated here, per connection, masked to a non-negative int32;

@@ -2,9 +2,8 @@
 """Incoming-request dispatch: request code -> handler, with per-group limits.
 
 Owns: RequestContext (what a handler gets besides the request), HandlerTable
-and its named groups. Imports: asyncio, ``apogee.codes``, ``apogee.errors``,
-``apogee.protocol.command``. Used on both sides: a server dispatches client
-requests, a client dispatches the requests a broker sends it.
+and its named groups. Used on both sides: a server dispatches client requests,
+a client dispatches the requests a broker sends it.
 
 Rules (NettyRemotingAbstract.processRequestCommand):
 * No handler for the code: REQUEST_CODE_NOT_SUPPORTED (3), remark

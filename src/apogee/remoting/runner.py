@@ -1,7 +1,6 @@
 """Run an asyncio main on uvloop when it is installed.
 
-Owns: the one way Apogee processes start their event loop. Imports: asyncio,
-uvloop (optional).
+Owns: the one way Apogee processes start their event loop.
 """
 
 from __future__ import annotations

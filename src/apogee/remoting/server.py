@@ -1,8 +1,7 @@
 """The listening side: accept connections and dispatch their requests.
 
 Owns: RemotingServer (start on host:port, report the bound port, track
-connections, close listeners, graceful stop). Imports: asyncio,
-``apogee.remoting``.
+connections, close listeners, graceful stop).
 
 Graceful stop, in order: stop accepting; answer new requests on open
 connections with SYSTEM_BUSY; let running and queued handlers finish within

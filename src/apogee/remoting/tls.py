@@ -2,8 +2,7 @@
 
 Owns: TlsMode, TlsConfig (RocketMQ's ``tls.*`` keys, TlsSystemConfig), the
 server and client SSLContexts built from them, and TlsListener, the
-listener of the two TLS modes. Imports: asyncio, ssl, socket,
-``apogee._util.props``, ``apogee.errors``.
+listener of the two TLS modes.
 
 Modes of the server (``tls.server.mode``):
 

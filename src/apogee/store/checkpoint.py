@@ -10,7 +10,7 @@ Owns: ``<root>/checkpoint`` (RocketMQ StoreCheckpoint), one 4096-byte page::
 
 Abnormal recovery trusts records stored before
 ``min(physic, logics) - 3 s`` (and before the index time when the index must
-be safe). Imports: ``apogee._util.fileio``, stdlib.
+be safe).
 
 Invariant: each field only ever moves forward in memory; the page is written
 and fdatasync'ed as a whole by ``flush``.

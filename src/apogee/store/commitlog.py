@@ -4,10 +4,7 @@
 Owns: appending single messages, batches and raw replicated bytes; assigning
 physical offsets and per topic-queue logical offsets (the topic-queue table);
 the blank end-of-file record; handing each appended record's dispatch facts
-to the dispatcher; reading bytes back. Imports: ``apogee.model``,
-``apogee.store.segment_queue``, ``apogee.store.dispatch``,
-``apogee.store.results``, ``apogee.store.config``, ``apogee.errors``,
-``apogee._util.clock``, stdlib.
+to the dispatcher; reading bytes back.
 
 Invariants:
 - one writer at a time holds ``put_lock``; store timestamps and offsets are

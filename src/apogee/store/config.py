@@ -2,7 +2,7 @@
 
 Owns: StoreConfig, the flush and role enums, the delay-level table and the
 mapping from RocketMQ ``MessageStoreConfig`` key names (as they appear in
-broker.conf) to fields. Imports: ``apogee.errors``, stdlib.
+broker.conf) to fields.
 
 Each field names its unit; the comment beside it gives the RocketMQ key.
 """

@@ -7,8 +7,7 @@ units at their logical offsets (idempotently), min/max logical offsets,
 reading units, finding an offset by store time, recovery (stop at the first
 invalid unit), truncation to the commit log's end and deletion of files whose
 records are gone. Runs of units are written by ``write_units``, which has a
-compiled twin. Imports: ``apogee.store.segment_queue``, ``apogee.store.dispatch``
-(the entry type), ``apogee._util.native``, ``apogee.errors``, stdlib.
+compiled twin.
 
 Unit (RocketMQ ConsumeQueue, big-endian)::
 

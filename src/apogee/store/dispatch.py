@@ -10,7 +10,6 @@ log, the fast path of replicated bytes), and ``index_fields``, the
 one function that derives tag code, keys and unique key from a record's
 property string, so that the append path and the log-parsing path cannot
 disagree (its common part, ``message_fields``, has a compiled twin).
-Imports: ``apogee.model``, ``apogee._util.native``, stdlib.
 """
 
 from __future__ import annotations

@@ -4,9 +4,7 @@
 Owns: opening a store directory (lock, load, recover, abort file), the
 put/get/query surface of ``interface.MessageStore`` and the services the
 broker starts and stops. Business logic lives in the parts: commitlog,
-consume_queue, reput, reads, recovery, retention, flush. Imports:
-``apogee.store.*``, ``apogee.model``, ``apogee._util``, ``apogee.errors``,
-stdlib.
+consume_queue, reput, reads, recovery, retention, flush.
 
 Lifecycle: ``open`` -> ``start`` (services) -> puts/gets -> ``close`` (stop
 services, dispatch and flush everything, remove the abort file). A store

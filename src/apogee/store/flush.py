@@ -4,9 +4,7 @@ Owns: a small thread base class and the store's services (RocketMQ
 FlushRealTimeService, GroupCommitService and the thread of its sync loop,
 FlushConsumeQueueService, AllocateMappedFileService, ReputMessageService).
 Each is started and stopped by its owner; the work of one round is a plain
-method, so tests can run a round on their own thread. Imports:
-``apogee.store.*``, ``apogee._util.clock``, stdlib (threading, os,
-concurrent.futures).
+method, so tests can run a round on their own thread.
 
 Group commit: two threads. The sync loop (``apogee.store.group_sync``) makes
 the log durable as far as it is asked, round after round, without waiting

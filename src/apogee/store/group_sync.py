@@ -2,7 +2,7 @@
 
 Owns: ``GroupSyncPython``, the specification of the compiled
 ``apogee._speedups.GroupSync``, and ``GroupSync``, whichever of the two this
-installation runs. Imports: ``apogee._util.native``, stdlib.
+installation runs.
 
 The loop keeps two offsets and a list of files::
 

@@ -3,8 +3,7 @@
 Owns: RocketMQ's index-file layout, putting keys (one, or a dispatch
 step's worth through ``put_work``, which has a compiled twin,
 ``apogee._speedups.index_put``) and walking one key's chain. Rolling,
-naming, retention and locking belong to ``index_service``. Imports: stdlib,
-``apogee._util``, ``apogee.errors``, ``apogee.model.javahash``.
+naming, retention and locking belong to ``index_service``.
 
 Layout (big-endian; S = hash slots, N = entries)::
 

@@ -4,9 +4,7 @@
 Owns: the ``<root>/index`` directory — which keys of a record are indexed,
 rolling to a new file when one is full, queries across files, the
 checkpoint timestamp it can vouch for, recovery after a crash and deletion
-of files the commit log no longer covers. Imports: stdlib, ``apogee.errors``,
-``apogee._util`` (clock, native), ``apogee.store.dispatch``,
-``apogee.store.index_file``.
+of files the commit log no longer covers.
 
 Rules (RocketMQ's IndexService):
 

@@ -2,8 +2,7 @@
 
 Owns: the MessageStore protocol (the whole surface the broker and its
 services use), the IndexHook protocol the store drives an index through, the
-shape of an index query result, and the arrival-listener type. Imports:
-``apogee.store.results``, ``apogee.store.dispatch``, ``apogee.model``, stdlib.
+shape of an index query result, and the arrival-listener type.
 
 Threading contract: ``put``/``put_batch``/``append_data``, ``dispatch_step``,
 ``clean_step`` and the admin operations (``delete_topics``) run on one writer

@@ -2,7 +2,7 @@
 
 Owns: ``get_messages`` (RocketMQ DefaultMessageStore.getMessage): the status
 table, nextBeginOffset rules, the in-memory/on-disk batch limits, tag-code
-filtering and the suggest-slave flag. Imports: ``apogee.store.*``, stdlib.
+filtering and the suggest-slave flag.
 
 Statuses and nextBeginOffset (offsets are logical; corrections are skipped
 on a slave unless offsetCheckInSlave):

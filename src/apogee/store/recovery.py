@@ -4,7 +4,7 @@ Owns: the recovery procedure (RocketMQ recoverNormally / recoverAbnormally):
 find where the commit log's valid records end, set aside and truncate what
 follows, re-dispatch records the consume queues and dispatchers may lack,
 truncate consume-queue units past the log's end, and rebuild the topic-queue
-table. Imports: ``apogee.store.*``, ``apogee.model``, stdlib.
+table.
 
 Rules:
 - after a clean exit (no abort file) the scan starts at the 3rd-last

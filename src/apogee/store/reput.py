@@ -5,8 +5,7 @@ Owns: the dispatched-offset cursor and one step function that moves it.
 Records appended by this process arrive as hand-off entries built at append
 time; records that are only in the log (recovery, bytes copied from a master)
 are parsed. Both give the same entry (``dispatch.entry_from_meta`` and the
-append path share ``index_fields``). Imports: ``apogee.store.*``,
-``apogee.model``, stdlib. No threads: the caller drives ``step``.
+append path share ``index_fields``). No threads: the caller drives ``step``.
 
 Only NOT and COMMIT transaction records go to consume queues; every record
 goes to the extra dispatchers (the index skips what it does not want). A

@@ -1,7 +1,7 @@
 """Outcomes of store operations, as values.
 
 Owns: PutStatus / GetStatus (RocketMQ PutMessageStatus / GetMessageStatus)
-and the result objects of put, get and query. Imports: ``apogee.model.msgid``, stdlib.
+and the result objects of put, get and query.
 
 A PutResult with an "is stored" status (PUT_OK and the three timeouts) always
 describes bytes that are in the commit log; every other status means nothing

@@ -4,8 +4,7 @@ Owns: the pure decisions of RocketMQ's CleanCommitLogService (is it the
 deleteWhen hour; how full is the disk; which files have expired) and the
 Cleaner step that applies them to the commit log, the consume queues and
 the extra dispatchers' files. "Now", the hour of day and disk usage are
-passed in, so no test waits or fills a disk. Imports: ``apogee.store.*``,
-stdlib.
+passed in, so no test waits or fills a disk.
 
 Rules (defaults): a file expires ``fileReservedTime`` (72 h) after its last
 write; expired files are deleted at a ``deleteWhen`` hour ("04"), or at once

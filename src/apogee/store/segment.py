@@ -2,7 +2,7 @@
 
 Owns: creating, mapping, syncing, zeroing and deleting one segment file; the
 file name is the segment's 20-digit zero-padded start offset. Knows nothing
-about messages. Imports: ``apogee.errors``, stdlib.
+about messages.
 
 Invariants:
 - the file is ``size`` bytes long and its blocks are allocated up front

@@ -4,8 +4,7 @@
 Owns: one directory of segment files (RocketMQ MappedFileQueue): loading it,
 locating the segment of an offset, rolling to the next segment (taking the
 one preallocated in the background when it is ready), truncating after an
-offset, deleting whole segments from the front, and flushing. Imports:
-``apogee.store.segment``, ``apogee.errors``, stdlib.
+offset, deleting whole segments from the front, and flushing.
 
 Invariants:
 - segments are contiguous: ``segments[i + 1].start == segments[i].end``;

@@ -3,7 +3,7 @@
 Owns: ``make_certificate`` -- a self-signed certificate and its key as PEM
 files, valid for a day for 127.0.0.1, ::1 and localhost. A self-signed
 certificate is its own CA, so a client that must check the server trusts the
-certificate file itself. Imports: cryptography.
+certificate file itself.
 """
 
 from __future__ import annotations

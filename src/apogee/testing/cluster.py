@@ -7,8 +7,7 @@ Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
 subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
 cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
 store), ``wait_registered`` (until a name server lists a broker), and
-``eventually`` (poll an async check until it holds). Imports:
-anything; nothing in ``apogee`` imports this module.
+``eventually`` (poll an async check until it holds).
 """
 
 from __future__ import annotations

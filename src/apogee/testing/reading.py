@@ -1,7 +1,6 @@
 """Reading a queue back whole, for tests that check what a broker delivers.
 
-Owns: ``read_queue``. Imports: ``apogee.client``, ``apogee.errors``, ``apogee.model``;
-nothing in ``apogee`` imports this module.
+Owns: ``read_queue``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Owns: small-file store configs, message builders, a recording dispatcher and
 an independent reading of a store directory (what the consume queues ought
-to hold, derived from the commit log alone). Imports: anything; nothing in
-``apogee`` imports this module.
+to hold, derived from the commit log alone).
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ wipeWritePerm, addWritePerm), ``ha`` (haStatus), ``group``
 (updateSubGroup, consumerProgress), ``message`` (queryMsgById,
 queryMsgByKey, sendMessage, consumeMessage), ``acl`` (updateAclConfig,
 deleteAclConfig, updateGlobalWhiteAddr, clusterAclConfigVersion);
-``_common`` and ``render`` hold what they share. Imports: click, rich,
-``apogee.admin``, ``apogee.model``, ``apogee.protocol``, ``apogee.errors``.
+``_common`` and ``render`` hold what they share.
 ``apogee.cli.admin`` lists them in ADMIN_COMMANDS and loads each module on
 first use.
 """

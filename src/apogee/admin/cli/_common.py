@@ -3,9 +3,7 @@
 Owns: AdminCommand (one-line usage errors, ``-h``), the ``-n``, ``--json``
 and connection options, ``run_admin`` (one AdminClient per invocation on a
 fresh event loop, faults turned into one-line messages and exit code 1),
-and the output helpers (a rich console, JSON on stdout). Imports: click,
-rich, orjson, PyYAML, ``apogee.admin.admin_client``, ``apogee.errors``,
-``apogee.protocol.signing``, ``apogee.remoting``.
+and the output helpers (a rich console, JSON on stdout).
 
 Connection options of every command: ``--access-key``/``--secret-key``
 (or $APOGEE_ACCESS_KEY/$APOGEE_SECRET_KEY) sign every request; without

@@ -1,8 +1,7 @@
 """mqadmin's access-control commands: updateAclConfig, deleteAclConfig,
 clusterAclConfigVersion and updateGlobalWhiteAddr.
 
-Owns: their flags (mqadmin's letters) and output. Imports: click,
-``apogee.admin``, ``apogee.protocol.acl_headers``.
+Owns: their flags (mqadmin's letters) and output.
 
 Each works on one broker (``-b``) or every master of a cluster (``-c``).
 The brokers must accept the caller as an admin account: give it with

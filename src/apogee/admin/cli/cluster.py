@@ -2,7 +2,6 @@
 role), brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm and addWritePerm.
 
 Owns: their flags and output, and which runtime-info keys clusterList shows.
-Imports: click, ``apogee.admin``.
 
 clusterList shows a broker even when its runtime info cannot be read (the
 name server still lists it): its figures are "-" and ``--json`` carries the

@@ -1,7 +1,6 @@
 """mqadmin's consumer-group commands: updateSubGroup and consumerProgress.
 
-Owns: their flags and output. Imports: click, ``apogee.admin``,
-``apogee.model``, ``apogee.protocol.bodies``.
+Owns: their flags and output.
 
 updateSubGroup keeps mqadmin's quirk: a group it creates has broadcast and
 consume-from-min switched off unless ``-d``/``-m`` say otherwise (the class

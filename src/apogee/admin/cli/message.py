@@ -1,7 +1,6 @@
 """mqadmin's message commands: queryMsgById, queryMsgByKey, sendMessage, consumeMessage.
 
-Owns: their flags and output. Imports: click, ``apogee.admin``,
-``apogee.model``.
+Owns: their flags and output.
 
 consumeMessage reads with mqadmin's tools group and never commits an
 offset, so it disturbs no consumer; sendMessage uses the route like a

@@ -1,8 +1,7 @@
 """Messages and routes as JSON documents and table rows for the admin commands.
 
 Owns: the JSON field names of the admin commands' ``--json`` output (camelCase,
-like RocketMQ's own JSON) and the message detail view. Imports: base64,
-``apogee.model``, ``apogee.admin.cli._common``.
+like RocketMQ's own JSON) and the message detail view.
 
 Bodies are shown as UTF-8 text when they decode, else as base64 with
 ``"bodyEncoding": "base64"``, so JSON output never loses bytes.

@@ -1,8 +1,7 @@
 """mqadmin's topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
 topicClusterList.
 
-Owns: their flags (mqadmin's letters and long names) and output. Imports:
-click, ``apogee.admin``, ``apogee.model``.
+Owns: their flags (mqadmin's letters and long names) and output.
 """
 
 from __future__ import annotations

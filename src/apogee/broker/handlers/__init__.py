@@ -1,9 +1,9 @@
 """Request handlers of the broker, one module per request family.
 
-Imports: the handler modules. Each handler is an object built with only the
-collaborators it uses, answering through its ``handle`` method or, for
-handler objects serving a family of codes, one method per code;
-``register`` puts them into a HandlerTable. Most are synchronous (they
+Each handler is an object built with only the collaborators it uses,
+answering through its ``handle`` method or, for handler objects serving a
+family of codes, one method per code; ``register`` puts them into a
+HandlerTable. Most are synchronous (they
 answer inline, or later through ``RequestContext.respond``); topic creation
 and deletion are coroutines, since they answer after the broker registered
 with the name servers. Request codes without a handler here get

@@ -2,8 +2,7 @@
 GET_BROKER_CLUSTER_ACL_INFO (52), UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53).
 
 Owns: RocketMQ AdminBrokerProcessor's rules for these, and the reload timer
-of the broker's ``plain_acl.yml``. Imports: ``apogee.acl``, ``apogee.protocol``,
-``apogee.remoting``, ``apogee.model``, ``apogee.codes``, ``apogee._util``.
+of the broker's ``plain_acl.yml``.
 
 * Each edit rewrites ``plain_acl.yml`` (in a worker thread, one edit at a
   time) and is in force for the next request; an edit the file would not

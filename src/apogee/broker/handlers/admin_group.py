@@ -2,9 +2,7 @@
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, DELETE_SUBSCRIPTIONGROUP, GET_CONSUME_STATS,
 GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST.
 
-Owns: RocketMQ AdminBrokerProcessor's rules for these. Imports:
-``apogee.broker``, ``apogee.store`` (interface only), ``apogee.protocol``,
-``apogee.remoting``, ``apogee.model``, ``apogee.codes``.
+Owns: RocketMQ AdminBrokerProcessor's rules for these.
 
 * Group changes are refused on a slave (SYSTEM_ERROR); an update whose body
   is not a SubscriptionGroupConfig, or names an illegal group, is refused

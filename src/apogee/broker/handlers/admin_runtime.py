@@ -1,8 +1,7 @@
 """Broker-wide views and settings: GET_BROKER_RUNTIME_INFO, GET_BROKER_CONFIG,
 UPDATE_BROKER_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET.
 
-Owns: their answers. Imports: ``apogee.broker``, ``apogee.protocol``,
-``apogee.remoting``, ``apogee.model``.
+Owns: their answers.
 
 * Runtime info: a KVTable body (``{"table": {...}}``) built by
   ``runtime_stats.runtime_table`` when asked.

@@ -1,9 +1,7 @@
 """Topic administration: UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
 GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO.
 
-Owns: RocketMQ AdminBrokerProcessor's rules for these four. Imports:
-``apogee.broker``, ``apogee.store`` (interface only), ``apogee.protocol``,
-``apogee.remoting``, ``apogee.model``, ``apogee.codes``.
+Owns: RocketMQ AdminBrokerProcessor's rules for these four.
 
 * Create/update and delete are refused on a slave, and for a name that is
   not a legal topic or is a system topic (SYSTEM_ERROR with RocketMQ's

@@ -3,8 +3,6 @@ CHECK_CLIENT_CONFIG, GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET,
 UPDATE_CONSUMER_OFFSET.
 
 Owns: RocketMQ ClientManageProcessor's and ConsumerManageProcessor's rules.
-Imports: ``apogee.broker``, ``apogee.protocol``, ``apogee.remoting``,
-``apogee.model``, ``apogee.store`` (interface only).
 
 * HEART_BEAT registers producers and consumers of the sending connection
   before it answers (the C++ client asks for the consumer list right after,

@@ -1,9 +1,6 @@
 """END_TRANSACTION: a producer commits or rolls back a half message.
 
-Owns: RocketMQ EndTransactionProcessor's checks and actions. Imports:
-``apogee.broker.transaction``, ``apogee.broker.transaction_book``,
-``apogee.store`` (interface and results only), ``apogee.protocol``,
-``apogee.remoting``, ``apogee.model``, ``apogee.codes``, ``apogee._util.clock``.
+Owns: RocketMQ EndTransactionProcessor's checks and actions.
 
 Java producers send it oneway; a request that asks for an answer gets one.
 In order:

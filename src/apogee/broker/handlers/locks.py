@@ -1,8 +1,7 @@
 """LOCK_BATCH_MQ and UNLOCK_BATCH_MQ: queue locks of orderly consumers.
 
 Owns: the answers of RocketMQ AdminBrokerProcessor's ``lockBatchMQ`` and
-``unlockBatchMQ``; the lock rules live in ``apogee.broker.locks``. Imports:
-``apogee.broker.locks``, ``apogee.protocol``, ``apogee.remoting``.
+``unlockBatchMQ``; the lock rules live in ``apogee.broker.locks``.
 
 Both take a LockBatchRequestBody (consumerGroup, clientId, mqSet; the C++
 client leaves out onlyThisBroker). LOCK answers ``{"lockOKMQSet": [...]}``,

@@ -1,9 +1,7 @@
 # cython: language_level=3
 """PULL_MESSAGE: checks, the subscription, store.get, the status table, long polling.
 
-Owns: RocketMQ PullMessageProcessor's rules. Imports: ``apogee.store``
-(interface and results only), ``apogee.protocol``, ``apogee.remoting``,
-``apogee.model``, ``apogee.broker``.
+Owns: RocketMQ PullMessageProcessor's rules.
 
 * Checks, in order: broker readable (16), group config (26; consumeEnable
   16), topic exists (17) and readable (16), queue id in range (1), then the

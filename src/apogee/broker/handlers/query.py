@@ -2,8 +2,7 @@
 SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE.
 
 Owns: the answers of RocketMQ's AdminBrokerProcessor offset calls and of
-QueryMessageProcessor. Imports: ``apogee.store`` (interface only),
-``apogee.protocol``, ``apogee.remoting``, ``apogee.broker.records``, ``apogee.model``.
+QueryMessageProcessor.
 
 QUERY_MESSAGE bodies are the stored records, newest index hits first as the
 store returns them; records whose keys only share the key's hash are left

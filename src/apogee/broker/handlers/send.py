@@ -10,8 +10,7 @@ transactional half messages (TRAN_MSG=true: stored in the half queue, see
 ``apogee.broker.transaction``, and entered in the TransactionBook; refused
 with 16 under rejectTransactionMessage), batch bodies (inflated as a whole
 when the C++ client compressed them), SYNC_FLUSH waits and the store-status
--> response-code table. Imports: ``apogee.store`` (interface, results, config),
-``apogee.protocol``, ``apogee.remoting``, ``apogee.model``, ``apogee.broker``.
+-> response-code table.
 
 Hot path: the handler is synchronous and answers inline. Only a send with
 WAIT=true to a SYNC_FLUSH or SYNC_MASTER broker is answered later, from the

@@ -2,9 +2,7 @@
 
 Owns: the checks and answers of RocketMQ SendMessageProcessor's
 ``asyncConsumerSendMsgBack``; the rules of where the message goes live in
-``apogee.broker.retry``. Imports: ``apogee.broker``, ``apogee.store``
-(interface and results only), ``apogee.protocol``, ``apogee.remoting``,
-``apogee.model``, ``apogee.codes``.
+``apogee.broker.retry``.
 
 Checks, in order: the group's config exists or is auto-created (26), the
 broker is writeable (16), the group has retry queues (none: SUCCESS and the

@@ -1,9 +1,9 @@
 """SQL92 property filters (RocketMQ ``MessageSelector.bySql``): compile once, match many.
 
 Owns: :func:`compile_sql92` (cached), :class:`SqlFilter`, :func:`parse_sql92`
-and :func:`quote_string`. Imports: ``apogee.errors`` and the modules of this
-package (``lexer`` -> ``parser`` -> ``nodes`` -> ``compiler``, with
-``javavalues`` holding Java's conversions); no I/O.
+and :func:`quote_string`. The stages are this package's modules: ``lexer``
+-> ``parser`` -> ``nodes`` -> ``compiler``, with ``javavalues`` holding Java's
+conversions; no I/O.
 
 A filter sees a message's property map, name -> String value: the user
 properties and the system ones the producer stored (TAGS, KEYS, UNIQ_KEY,

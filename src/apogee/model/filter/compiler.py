@@ -1,6 +1,6 @@
 """Turning a checked filter tree into nested closures over a property map.
 
-Owns: :func:`compile_node`. Imports: ``apogee.model.filter.{nodes,javavalues}``.
+Owns: :func:`compile_node`.
 
 Each node becomes a function of the message's property map (name -> String)
 returning its Java value: a Boolean (True / False), a number, a String, or

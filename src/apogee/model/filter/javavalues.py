@@ -3,7 +3,7 @@
 Owns: :class:`Kind` (the Java class of a filter value), the String
 conversions of ``Integer/Long/Double/Boolean.valueOf`` and
 ``ComparisonExpression.__compare`` with string conversion on (RocketMQ
-always parses with CONVERT_STRING_EXPRESSIONS set). Imports: stdlib only.
+always parses with CONVERT_STRING_EXPRESSIONS set).
 
 Rules (``__compare(lv, rv)``): values of the same kind compare directly;
 otherwise the narrower number widens (Integer < Long < Double), a String

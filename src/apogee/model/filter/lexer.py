@@ -1,6 +1,6 @@
 """Tokens of RocketMQ's SQL92 filter grammar (SelectorParser.jj, 4.9).
 
-Owns: :func:`tokenize` and :class:`Token`. Imports: stdlib, ``apogee.errors``.
+Owns: :func:`tokenize` and :class:`Token`.
 
 Token rules, as the JavaCC grammar declares them:
 

@@ -3,7 +3,6 @@
 Owns: the node types (frozen, compared by structure) and the factories that
 apply RocketMQ's parse-time checks (ComparisonExpression.create*,
 UnaryExpression.createInExpression, SelectorParser.asBooleanExpression).
-Imports: ``apogee.model.filter.javavalues``.
 
 Node kinds follow the Java classes, so the checks can ask what Java asks:
 ``Constant`` (ConstantExpression; TRUE, FALSE and NULL are "boolean

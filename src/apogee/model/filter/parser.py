@@ -1,7 +1,6 @@
 """Recursive-descent parser of RocketMQ's SQL92 filter grammar (SelectorParser.jj).
 
-Owns: :func:`parse` (text -> checked node tree). Imports:
-``apogee.model.filter.{lexer,nodes,javavalues}``, ``apogee.errors``.
+Owns: :func:`parse` (text -> checked node tree).
 
 Grammar, loosest binding first (``*`` = repeated, left to right)::
 
