@@ -5,21 +5,18 @@ No server is needed: a name server address nobody listens on is enough for a cli
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
+from apogee._util.net import free_port
 from tests.harness.cpp import run_cpp, run_cpp_sync, start_cpp
 
 pytestmark = pytest.mark.interop
 
 
 def nowhere() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return f"127.0.0.1:{port}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_a_bad_spec_is_refused_with_exit_code_2(tmp_path: Path) -> None:

@@ -13,24 +13,16 @@ after its last retry; the client's own log tells the two apart, so that is what 
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
+from apogee._util.net import free_port
 from apogee.remoting.client import RemotingClient
-from tests.harness.cpp import CppRun, run_cpp
 from apogee.testing.namesrv import register_broker, running_namesrv
+from tests.harness.cpp import CppRun, run_cpp
 
 pytestmark = pytest.mark.interop
-
-
-def unused_port() -> int:
-    """A port nothing listens on: bound once by us, then released."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 async def produce_once(namesrv: str, topic: str, home: Path) -> CppRun:
@@ -39,7 +31,7 @@ async def produce_once(namesrv: str, topic: str, home: Path) -> CppRun:
 
 
 async def test_route_sends_the_producer_to_the_broker_it_names(tmp_path: Path) -> None:
-    broker = f"127.0.0.1:{unused_port()}"
+    broker = f"127.0.0.1:{free_port()}"
     (tmp_path / "ns").mkdir()
     async with running_namesrv(tmp_path / "ns") as (_, namesrv), RemotingClient() as client:
         answer = await register_broker(client, namesrv, broker_addr=broker, topics=["RouteTopic"])

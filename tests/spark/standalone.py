@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pyspark
 
-from apogee.testing.cluster import free_port
+from apogee._util.net import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

@@ -1,9 +1,10 @@
 """This host's address as peers see it, and listening sockets.
 
 Owns: ``local_ipv4`` (the address of the interface outgoing traffic leaves
-by), which client ids and message ids carry, and ``listen_socket`` (a bound
+by), which client ids and message ids carry, ``listen_socket`` (a bound
 socket whose failure names the address, for servers that bind before they
-serve).
+serve) and ``free_port``, the one way tests and benchmarks pick a port for a
+process they start.
 """
 
 from __future__ import annotations
@@ -44,3 +45,15 @@ def listen_socket(host: str, port: int) -> socket.socket:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {reason}") from exc
     return sock
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound once, then released).
+
+    Another process may take it before the caller binds it; tests and benchmarks accept
+    that small race for ports they choose before a child process starts.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port

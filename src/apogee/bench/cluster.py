@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from apogee._util.net import free_port
 from apogee._util.progress import Progress
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -45,13 +46,6 @@ flush_option = click.option(
     show_default=True,
     help="flushDiskType of the broker this command starts.",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:

@@ -24,7 +24,8 @@ from pathlib import Path
 import click
 import uvloop
 
-from apogee.bench.cluster import cpu_seconds, free_port, processes
+from apogee._util.net import free_port
+from apogee.bench.cluster import cpu_seconds, processes
 from apogee.client.broker_api import BrokerApi
 from apogee.errors import ApogeeError
 from apogee.model.message import StoreMessage, properties_to_string

@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from apogee._util.net import free_port
 from apogee.broker.broker import Broker
 from apogee.broker.config import BrokerConfig
 from apogee.codes import RequestCode, ResponseCode
@@ -110,14 +111,6 @@ async def run_broker(
 
 
 # -- real processes ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (bound once, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:

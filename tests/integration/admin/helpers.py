@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,11 +17,3 @@ def json_of(result: Result) -> dict[str, Any]:
     doc = orjson.loads(result.stdout)
     assert isinstance(doc, dict)
     return doc
-
-
-def closed_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apogee._util.net import free_port
 from apogee.remoting.client import RemotingClient
 from apogee.testing.namesrv import get_route, register_broker, running_namesrv
-from tests.integration.admin.helpers import AdminCli, closed_port, json_of
+from tests.integration.admin.helpers import AdminCli, json_of
 
-BROKER_A = f"127.0.0.1:{closed_port()}"  # nothing listens: not even a local broker on 10911
+BROKER_A = f"127.0.0.1:{free_port()}"  # nothing listens: not even a local broker on 10911
 
 
 async def _two_clusters(client: RemotingClient, ns: str, broker_b: str) -> None:
@@ -65,7 +66,7 @@ async def test_topic_route(tmp_path: Path, admin_cli: AdminCli) -> None:
 async def test_cluster_list_shows_brokers_whose_runtime_is_unreadable(
     tmp_path: Path, admin_cli: AdminCli
 ) -> None:
-    silent = f"127.0.0.1:{closed_port()}"
+    silent = f"127.0.0.1:{free_port()}"
     async with running_namesrv(tmp_path) as (_, ns), RemotingClient() as client:
         await _two_clusters(client, ns, silent)
         await register_broker(
@@ -95,7 +96,7 @@ async def test_cluster_list_shows_brokers_whose_runtime_is_unreadable(
 async def test_delete_topic_stops_before_the_name_servers_when_a_broker_fails(
     tmp_path: Path, admin_cli: AdminCli
 ) -> None:
-    silent = f"127.0.0.1:{closed_port()}"
+    silent = f"127.0.0.1:{free_port()}"
     async with running_namesrv(tmp_path) as (_, ns), RemotingClient() as client:
         await register_broker(client, ns, broker_addr=silent, topics=["T1"])
         failed = await admin_cli("deleteTopic", "-n", ns, "-t", "T1", "-c", "DefaultCluster")
@@ -109,7 +110,7 @@ async def test_delete_topic_stops_before_the_name_servers_when_a_broker_fails(
 
 
 async def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, admin_cli: AdminCli) -> None:
-    dead = f"127.0.0.1:{closed_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     unreachable = await admin_cli("topicList", "-n", dead)
     assert unreachable.exit_code == 1
     assert unreachable.stderr.startswith(

@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from apogee._util.net import free_port
 from apogee.client.broker_api import BrokerApi
 from apogee.codes import RequestCode, ResponseCode
 from apogee.model.group import SubscriptionGroupConfig
@@ -19,7 +20,7 @@ from apogee.protocol.bodies import decode_subscription_group_wrapper
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually, free_port
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
 from apogee.testing.ha import (
     PROCESS_FILE_SIZE,
     commit_log_bytes,

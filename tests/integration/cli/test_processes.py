@@ -10,16 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+from apogee._util.net import free_port
 from apogee.codes import RequestCode, ResponseCode
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
@@ -35,7 +29,7 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float =
 
 
 async def test_namesrv_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from apogee._util.net import free_port
 from apogee.client import Message, Producer
 from apogee.client.broker_api import BrokerApi
 from apogee.errors import NoPermissionError, RemotingError
@@ -27,7 +28,7 @@ from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.remoting.tls import client_ssl_context
 from apogee.testing.certs import make_certificate
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess, free_port, wait_registered
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, wait_registered
 from tests.integration.acl_cluster import ACL, OPERATOR, PRODUCER
 
 OPERATOR_KEYS = ["--access-key", "operator1", "--secret-key", "operator-secret"]

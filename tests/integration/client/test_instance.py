@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from apogee._util.net import free_port
 from apogee.broker.broker import Broker
 from apogee.client import ClientInstance, InstanceConfig, Message, Producer
 from apogee.codes import RequestCode, ResponseCode
@@ -24,7 +25,7 @@ from apogee.model.subscription import SubscriptionData
 from apogee.protocol import bodies
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.connection import Connection
-from apogee.testing.cluster import eventually, free_port, run_broker, run_namesrv
+from apogee.testing.cluster import eventually, run_broker, run_namesrv
 
 Cluster = tuple[str, Broker]
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from apogee._util.net import free_port
 from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
 from apogee.errors import ClientError, RemotingConnectError, TopicNotExistError
 from apogee.model.route import PERM_READ, PERM_RW
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.testing.namesrv import register_broker, running_namesrv
-from tests.integration.admin.helpers import closed_port
 
 BROKER_A = "127.0.0.1:10911"
 BROKER_B = "127.0.0.1:10921"
@@ -81,7 +81,7 @@ async def test_write_perm_and_topic_deletion_on_every_name_server(tmp_path: Path
 
 
 async def test_reads_skip_an_unreachable_name_server(tmp_path: Path) -> None:
-    dead = f"127.0.0.1:{closed_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     async with running_namesrv(tmp_path) as (_, addr), RemotingClient() as client:
         await register_broker(client, addr, broker_addr=BROKER_A, topics=["T1"])
         api = NamesrvApi(client, parse_namesrv_addrs(f"{dead};{addr}"))
@@ -92,7 +92,7 @@ async def test_reads_skip_an_unreachable_name_server(tmp_path: Path) -> None:
 
 
 async def test_no_name_server_answers() -> None:
-    dead = [f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}"]
+    dead = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
     async with RemotingClient(ClientConfig(connect_timeout_s=1.0)) as client:
         api = NamesrvApi(client, dead)
         with pytest.raises(RemotingConnectError, match="no name server answered"):

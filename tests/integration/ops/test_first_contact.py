@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from apogee._util.net import free_port
 from apogee.admin.admin_client import AdminClient
 from apogee.codes import ResponseCode
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cluster import StandaloneProcess, free_port
+from apogee.testing.cluster import StandaloneProcess
 from tests.integration.broker.wire import send
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from apogee._util.net import free_port
 from apogee.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from apogee.errors import (
     NoPermissionError,
@@ -583,22 +584,15 @@ async def test_client_without_handlers_answers_not_supported(
 # -- client pool ----------------------------------------------------------------------
 
 
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 async def test_connect_refused(client: RemotingClient) -> None:
     with pytest.raises(RemotingConnectError):
-        await client.invoke(f"127.0.0.1:{_dead_port()}", RemotingCommand.request(ECHO))
+        await client.invoke(f"127.0.0.1:{free_port()}", RemotingCommand.request(ECHO))
 
 
 async def test_invoke_any_skips_dead_name_server(
     server: RemotingServer, client: RemotingClient
 ) -> None:
-    addrs = [f"127.0.0.1:{_dead_port()}", addr(server)]
+    addrs = [f"127.0.0.1:{free_port()}", addr(server)]
     resp = await client.invoke_any(addrs, RemotingCommand.request(ECHO, body=b"ns"))
     assert resp.body == b"ns"
     assert client._namesrv_index == 1  # remembered for the next call
