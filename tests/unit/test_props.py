@@ -5,8 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from apogee._util.props import bind, load_properties, parse_properties, reject_unknown
+from apogee._util.props import (
+    bind,
+    load_properties,
+    parse_bool,
+    parse_properties,
+    reject_unknown,
+)
 from apogee.errors import ConfigError
+from apogee.store.config import StoreConfig
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,70 @@ def test_parse_comments_separators_and_continuations() -> None:
         "long": "ab",
         "empty": "",
     }
+
+
+def test_unicode_escapes_are_decoded() -> None:
+    assert parse_properties("brokerName=caf\\u00e9-\\u4e2d\n") == {"brokerName": "café-中"}
+
+
+def test_escaped_separators_stay_in_the_key() -> None:
+    text = "a\\=b=c\nx\\:y:z\nwith\\ space = v\nvalue=keeps=and:colons\n"
+    assert parse_properties(text) == {
+        "a=b": "c",
+        "x:y": "z",
+        "with space": "v",
+        "value": "keeps=and:colons",
+    }
+
+
+def test_continuation_lines_join_without_their_leading_blanks() -> None:
+    text = "namesrvAddr=10.0.0.1:9876;\\\n    10.0.0.2:9876\nnext=1\n"
+    assert parse_properties(text) == {"namesrvAddr": "10.0.0.1:9876;10.0.0.2:9876", "next": "1"}
+
+
+def test_an_escaped_backslash_ends_the_line() -> None:
+    assert parse_properties("dir=C:\\\\\nnext=1\n") == {"dir": "C:\\", "next": "1"}
+
+
+def test_values_are_stripped_and_a_later_duplicate_wins() -> None:
+    assert parse_properties("k = v  \nk=w\t\n") == {"k": "w"}
+
+
+def test_a_bad_unicode_escape_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="escape"):
+        parse_properties("k=\\u12\n")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), ("TRUE", True), ("True", True), (" true ", True), ("false", False),
+     ("False", False)],
+)  # fmt: skip
+def test_booleans_read_as_java_does(raw: str, expected: bool) -> None:
+    assert parse_bool("flag", raw) is expected
+
+
+@pytest.mark.parametrize("raw", ["yes", "no", "1", "0", "on", "off", "flase", ""])
+def test_anything_else_is_refused_rather_than_read_as_false(raw: str) -> None:
+    with pytest.raises(ConfigError, match="'flag'"):
+        parse_bool("flag", raw)
+
+
+def test_bind_and_the_store_config_convert_booleans_alike(tmp_path: Path) -> None:
+    for raw, expected in (("TRUE", True), ("False", False)):
+        conf, _ = bind(_Conf(), {"autoCreateTopicEnable": raw})
+        store = StoreConfig.from_properties(
+            {"storePathRootDir": str(tmp_path), "messageIndexSafe": raw}
+        )
+        assert conf.auto_create_topic_enable is expected
+        assert store.message_index_safe is expected
+    for raw in ("yes", "1"):
+        with pytest.raises(ConfigError, match="autoCreateTopicEnable"):
+            bind(_Conf(), {"autoCreateTopicEnable": raw})
+        with pytest.raises(ConfigError, match="messageIndexSafe"):
+            StoreConfig.from_properties(
+                {"storePathRootDir": str(tmp_path), "messageIndexSafe": raw}
+            )
 
 
 def test_bind_converts_by_type_and_keeps_defaults() -> None:

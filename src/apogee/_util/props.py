@@ -1,58 +1,69 @@
 """RocketMQ-style ``key=value`` config files bound onto frozen dataclasses.
 
-Owns: the properties-file parser and the binding of its keys onto one or more
-config dataclasses.
+Owns: reading Java properties text (``broker.conf``, ``namesrv.conf``, the body of
+GET/UPDATE_BROKER_CONFIG), the one conversion of a value to a config field's type, and
+the binding of keys onto one or more config dataclasses.
+
+The text is read by ``javaproperties``, which follows ``java.util.Properties.load``:
+``#``/``!`` comments, ``=``, ``:`` or whitespace between key and value, ``\\`` line
+continuations, ``\\uXXXX`` escapes and escaped separators in keys. Values are then
+stripped at both ends, as RocketMQ trims the settings it reads (``MixAll.properties2Object``).
 
 A dataclass field's file key is its name in camelCase (``listen_port`` ->
 ``listenPort``) unless the field sets ``metadata={"key": "..."}``; a field may
 also list ``"aliases"`` (older RocketMQ spellings such as ``mapedFileSize...``).
-Values are converted by the field's annotated type (str, int, float, bool,
-and ``X | None`` of those). A key no config claims is an error that names it,
-unless the caller lists it as known-and-ignored.
+Values are converted by the field's annotated type (str, int, float, bool, Path, a
+str-valued Enum, and ``X | None`` of those). A key no config claims is an error that
+names it, unless the caller lists it as known-and-ignored.
+
+Booleans follow Java's ``Boolean.parseBoolean`` for what is true ("true" in any letter
+case), but a value that is neither "true" nor "false" is refused with the key named
+instead of read as false: a config file here fails loudly on a mistake (as it does on
+an unknown key), and ``flase`` or ``yes`` silently turning a setting off is such a mistake.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import javaproperties
+
 from apogee.errors import ConfigError
 
 T = TypeVar("T")
 
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text: ``#``/``!`` comments, ``=`` or ``:``, ``\\`` continuation."""
-    result: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        key, value = _split_pair(line)
-        result[key] = value
-    if pending:
-        key, value = _split_pair(pending)
-        result[key] = value
-    return result
+    """Java properties text -> key -> value (stripped); a later duplicate key wins.
+
+    Raises:
+        ConfigError: a malformed ``\\u`` escape.
+    """
+    try:
+        raw: dict[str, str] = javaproperties.loads(text)
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"bad \\u escape in properties text: {exc.escape!r}") from None
+    return {key: value.strip() for key, value in raw.items()}
 
 
-def _split_pair(line: str) -> tuple[str, str]:
-    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-    if cut < 0:
-        return line.strip(), ""
-    return line[:cut].strip(), line[cut + 1 :].strip()
+def parse_bool(key: str, raw: str) -> bool:
+    """True for "true", False for "false", in any letter case (Java ``Boolean.parseBoolean``).
+
+    Raises:
+        ConfigError: anything else, naming the key.
+    """
+    low = raw.strip().lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    raise ConfigError(f"config key {key!r}: {raw!r} is not a valid bool (true or false)")
 
 
 def load_properties(path: Path) -> dict[str, str]:
@@ -77,22 +88,26 @@ def field_keys(cls: type[Any]) -> dict[str, str]:
     return keys
 
 
-def _convert(key: str, raw: str, annotation: Any) -> Any:
+def convert(key: str, raw: str, annotation: Any) -> Any:
+    """``raw`` as a value of ``annotation`` (a resolved type hint); ``key`` names errors.
+
+    Raises:
+        ConfigError: the value does not convert, or the type cannot come from a file.
+    """
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if raw == "" and len(args) < len(typing.get_args(annotation)):
+        if raw.strip() == "" and len(args) < len(typing.get_args(annotation)):
             return None
         annotation = args[0]
+    if annotation is bool:
+        return parse_bool(key, raw)
     try:
-        if annotation is bool:
-            low = raw.strip().lower()
-            if low in _TRUE:
-                return True
-            if low in _FALSE:
-                return False
-            raise ValueError(raw)
         if annotation in (int, float, str):
+            return annotation(raw.strip())
+        if annotation is Path:
+            return Path(raw.strip()).expanduser()
+        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
             return annotation(raw.strip())
     except ValueError:
         raise ConfigError(
@@ -118,7 +133,7 @@ def bind(
         name = keys.get(key)
         if name is None:
             continue
-        changes[name] = _convert(key, raw, hints[name])
+        changes[name] = convert(key, raw, hints[name])
         used.add(key)
     changes.update(extra or {})
     return dataclasses.replace(base, **changes), used  # type: ignore[type-var]

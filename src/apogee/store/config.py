@@ -9,8 +9,8 @@ Each field names its unit; the comment beside it gives the RocketMQ key.
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from apogee._util.props import convert
 from apogee.errors import ConfigError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -164,35 +165,16 @@ class StoreConfig:
             ConfigError: a value cannot be converted; the message names the key.
         """
         kwargs: dict[str, Any] = {}
-        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
         for key, value in props.items():
             name = STORE_PROPERTY_KEYS.get(key)
             if name is None:
                 continue
-            kwargs[name] = _convert(key, value.strip(), str(types[name]))
+            kwargs[name] = convert(key, value, hints[name])
         kwargs.update(overrides)
         if "store_path_root_dir" not in kwargs:
             kwargs["store_path_root_dir"] = Path.home() / "store"
         return cls(**kwargs)
-
-
-def _convert(key: str, value: str, type_name: str) -> Any:
-    try:
-        if type_name == "Path":
-            return Path(value).expanduser()
-        if type_name == "bool":
-            if value.lower() not in ("true", "false"):
-                raise ValueError(value)
-            return value.lower() == "true"
-        if type_name.startswith("int"):
-            return int(value)
-        if type_name == "FlushDiskType":
-            return FlushDiskType(value)
-        if type_name == "BrokerRole":
-            return BrokerRole(value)
-    except ValueError:
-        raise ConfigError(f"{key}: cannot use {value!r}") from None
-    return value
 
 
 #: RocketMQ MessageStoreConfig key -> StoreConfig field.
