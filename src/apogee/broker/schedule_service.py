@@ -194,10 +194,10 @@ class ScheduleMessageService:
             if unit is None:
                 return self._lost_unit(level, offset)
             now = self._clock.now_ms()
-            deliver_at = unit[2] if unit[2] <= now + delay_ms else now
+            deliver_at = unit.tag_code if unit.tag_code <= now + delay_ms else now
             if deliver_at > now:
                 return settings.idle_poll_s
-            if not self._deliver(level, offset, unit[0]):
+            if not self._deliver(level, offset, unit.commit_log_offset):
                 return settings.failure_backoff_s
             offset += 1
             self._offsets.set(level, offset)

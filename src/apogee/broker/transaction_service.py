@@ -218,7 +218,7 @@ def _half_copy(store: MessageStore, offset: int) -> MessageExt | None:
     unit = store.queue_unit(TRANS_HALF_TOPIC, HALF_QUEUE_ID, offset)
     if unit is None:
         return None
-    msg = store.look_message(unit[0])
+    msg = store.look_message(unit.commit_log_offset)
     return msg if msg is not None and msg.topic == TRANS_HALF_TOPIC else None
 
 
@@ -269,7 +269,7 @@ def _op_lineage(
 def _op_target(store: MessageStore, op_offset: int) -> int | None:
     """The half queue offset an op record names; None for an unreadable or foreign one."""
     unit = store.queue_unit(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, op_offset)
-    msg = store.look_message(unit[0]) if unit is not None else None
+    msg = store.look_message(unit.commit_log_offset) if unit is not None else None
     if msg is None or msg.tags != REMOVE_TAG:
         return None
     text = msg.body.decode("ascii", "replace")

@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.props import parse_properties
@@ -115,13 +115,20 @@ def decode_messages(body: bytes) -> list[MessageExt]:
     return out
 
 
-def _pull_offsets(answer: h.PullMessageResponseHeader) -> tuple[int, int, int, int]:
-    """next begin, min and max offsets and the suggested broker id, in PullResult's order."""
-    return (
-        answer.next_begin_offset,
-        answer.min_offset,
-        answer.max_offset,
-        answer.suggest_which_broker_id,
+M = TypeVar("M")  # the message type of a PullResult: eager or lazily decoded
+
+
+def _pull_result(
+    status: PullStatus, answer: h.PullMessageResponseHeader, messages: list[M]
+) -> PullResult[M]:
+    """The PullResult of one answer, its offsets and suggested broker taken by name."""
+    return PullResult(
+        status,
+        next_begin_offset=answer.next_begin_offset,
+        min_offset=answer.min_offset,
+        max_offset=answer.max_offset,
+        suggest_which_broker_id=answer.suggest_which_broker_id,
+        messages=messages,
     )
 
 
@@ -417,11 +424,11 @@ class BrokerApi:
             received = decode_received(response.body_bytes()) if found else []
             if sub is not None:
                 received = [m for m in received if sub.matches_tag(m.tags)]
-            return PullResult(status, *_pull_offsets(answer), messages=received)
+            return _pull_result(status, answer, received)
         messages = decode_messages(response.body_bytes()) if found else []
         if sub is not None:
             messages = [m for m in messages if sub.matches_tag(m.tags)]
-        return PullResult(status, *_pull_offsets(answer), messages=messages)
+        return _pull_result(status, answer, messages)
 
     async def pull_prepared(
         self, addr: str, ext: dict[str, str], timeout_s: float

@@ -32,6 +32,7 @@ from typing import Final
 
 from apogee._util.native import speedups
 from apogee.store.dispatch import DispatchEntry
+from apogee.store.results import QueueUnit
 from apogee.store.segment import parse_segment_name
 from apogee.store.segment_queue import SegmentQueue
 
@@ -189,7 +190,7 @@ class ConsumeQueue:
 
     # -- reading -------------------------------------------------------------
 
-    def unit_at(self, logical: int) -> tuple[int, int, int] | None:
+    def unit_at(self, logical: int) -> QueueUnit | None:
         seg = self.queue.locate(logical * CQ_UNIT_SIZE)
         if seg is None:
             return None
@@ -197,7 +198,7 @@ class ConsumeQueue:
         if pos + CQ_UNIT_SIZE > seg.wrote:
             return None
         phys, size, code = UNIT.unpack_from(seg.view, pos)
-        return phys, size, code
+        return QueueUnit(phys, size, code)
 
     def units_from(self, logical: int) -> memoryview | None:
         """Written units from ``logical`` to the end of its file (one file at most)."""
@@ -290,14 +291,17 @@ class ConsumeQueue:
         self.queue.truncate(logical * CQ_UNIT_SIZE)
         self.min_logic_bytes = min(self.min_logic_bytes, self.queue.max_offset)
         last = self.unit_at(self.max_offset - 1) if self.max_offset > 0 else None
-        self.max_physic_end = -1 if last is None else last[0] + last[1]
+        self.max_physic_end = -1 if last is None else last.commit_log_offset + last.size
 
     def truncate_to_commit_log(self, clog_end: int) -> None:
         """Drop trailing units whose records end past ``clog_end``."""
         logical = self.max_offset
         while logical > self.min_offset:
             unit = self.unit_at(logical - 1)
-            if unit is None or is_blank_unit(unit[0], unit[1]) or unit[0] + unit[1] <= clog_end:
+            if unit is None:
+                break
+            phys, size, _ = unit
+            if is_blank_unit(phys, size) or phys + size <= clog_end:
                 break
             logical -= 1
         if logical < self.max_offset:

@@ -66,7 +66,14 @@ from apogee.store.interface import ArrivalListener, IndexHook
 from apogee.store.reads import ReadLimits, get_messages
 from apogee.store.recovery import RecoveryProgress, RecoveryReport, recover
 from apogee.store.reput import Reput
-from apogee.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryMessageResult
+from apogee.store.results import (
+    GetResult,
+    GetStatus,
+    PutResult,
+    PutStatus,
+    QueryMessageResult,
+    QueueUnit,
+)
 from apogee.store.retention import Cleaner, CleanReport, DiskUsage, system_disk_usage
 
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
@@ -541,10 +548,12 @@ class FileMessageStore:
     def message_store_time(self, topic: str, queue_id: int, offset: int) -> int:
         cq = self.queues.get(topic, queue_id)
         unit = cq.unit_at(offset) if cq is not None else None
-        return -1 if unit is None else self.commit_log.store_timestamp(unit[0], unit[1])
+        if unit is None:
+            return -1
+        return self.commit_log.store_timestamp(unit.commit_log_offset, unit.size)
 
-    def queue_unit(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
-        """(commit-log offset, size, tag code) of one consume-queue unit, or None.
+    def queue_unit(self, topic: str, queue_id: int, offset: int) -> QueueUnit | None:
+        """One consume-queue unit, or None.
 
         For SCHEDULE_TOPIC_XXXX the tag code is the delivery time, which is what
         the delayed-message service reads without touching the record itself.

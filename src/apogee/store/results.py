@@ -1,7 +1,7 @@
 """Outcomes of store operations, as values.
 
 Owns: PutStatus / GetStatus (RocketMQ PutMessageStatus / GetMessageStatus)
-and the result objects of put, get and query.
+and the result objects of put, get and query; QueueUnit, one consume-queue unit.
 
 A PutResult with an "is stored" status (PUT_OK and the three timeouts) always
 describes bytes that are in the commit log; every other status means nothing
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from apogee.model.msgid import create_offset_msg_id, create_offset_msg_ids
 
@@ -148,3 +149,14 @@ class QueryMessageResult:
         for view in self.messages:
             view.release()
         self.messages.clear()
+
+
+class QueueUnit(NamedTuple):
+    """One consume-queue unit: where its record is in the commit log, and its tag code.
+
+    For SCHEDULE_TOPIC_XXXX the tag code is the delivery time.
+    """
+
+    commit_log_offset: int
+    size: int
+    tag_code: int
