@@ -197,7 +197,13 @@ async def consumer_running_info(admin: AdminClient, group: str, client_id: str) 
 
 
 async def reset_offset_by_time(
-    admin: AdminClient, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    admin: AdminClient,
+    group: str,
+    topic: str,
+    timestamp_ms: int,
+    *,
+    force: bool = True,
+    progress: Progress | None = None,
 ) -> dict[MessageQueue, int]:
     """mqadmin resetOffsetByTime (-1: the end of each queue, skipAccumulatedMessage).
 
@@ -208,7 +214,10 @@ async def reset_offset_by_time(
     route = await admin.namesrv.get_route(topic)
     header = h.ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
     table: dict[MessageQueue, int] = {}
-    for addr in _one_addr(route):
+    addrs = _one_addr(route)
+    for done, addr in enumerate(addrs):
+        if progress is not None:
+            progress(done, len(addrs))
         try:
             response = await _call(admin, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         except BrokerResponseError as exc:
@@ -219,6 +228,8 @@ async def reset_offset_by_time(
             )
             continue
         table.update(bodies.decode_mq_offset_table(response.body_bytes()))
+    if progress is not None:
+        progress(len(addrs), len(addrs))
     return dict(sorted(table.items()))
 
 
