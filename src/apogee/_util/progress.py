@@ -92,6 +92,13 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, total=total)  # type: ignore[arg-type]
 
+    def describe(self, description: str) -> None:
+        """Name the step the work is on now (benchmarks go phase by phase)."""
+        with self._lock:
+            self.description = description
+            if self._bar is not None:
+                self._bar.update(self._task, description=description)  # type: ignore[arg-type]
+
     def advance(self, amount: float = 1) -> None:
         self.update(self.done + amount)
 

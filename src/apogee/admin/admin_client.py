@@ -21,9 +21,10 @@ import datetime as dt
 import random
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TypeVar
 
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
@@ -58,6 +59,8 @@ from apogee.model.topic import (
 from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
+
+T = TypeVar("T")
 
 #: Groups mqadmin uses when the operator names none.
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -136,6 +139,25 @@ def _broker_addrs(route: TopicRouteData) -> list[str]:
         if addrs:
             out.append(addrs.get(MASTER_ID) or addrs[min(addrs)])
     return out
+
+
+async def _gather_counted(
+    calls: list[Awaitable[T]], progress: Callable[[int, int], None] | None
+) -> list[T]:
+    """``asyncio.gather(*calls)``, telling ``progress`` each time one of them is done."""
+    if progress is None:
+        return list(await asyncio.gather(*calls))
+    done = 0
+    progress(0, len(calls))
+
+    async def counted(call: Awaitable[T]) -> T:
+        nonlocal done
+        result = await call
+        done += 1
+        progress(done, len(calls))
+        return result
+
+    return list(await asyncio.gather(*(counted(c) for c in calls)))
 
 
 def _msg_id_addr(host: str, port: int) -> str:
@@ -345,11 +367,16 @@ class AdminClient:
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.namesrv.get_route(topic)
 
-    async def topic_status(self, topic: str) -> TopicStatsTable:
-        """Min/max offset and last update of every queue, across the topic's brokers."""
+    async def topic_status(
+        self, topic: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> TopicStatsTable:
+        """Min/max offset and last update of every queue, across the topic's brokers.
+
+        ``progress(done, total)`` hears of each broker that answered.
+        """
         route = await self.namesrv.get_route(topic)
-        tables = await asyncio.gather(
-            *(self.broker.get_topic_stats(addr, topic) for addr in _broker_addrs(route))
+        tables = await _gather_counted(
+            [self.broker.get_topic_stats(addr, topic) for addr in _broker_addrs(route)], progress
         )
         merged = TopicStatsTable()
         for table in tables:
@@ -370,11 +397,18 @@ class AdminClient:
             await self.broker.update_subscription_group(addr, config)
         return targets
 
-    async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumeStats:
+    async def consumer_progress(
+        self,
+        group: str,
+        topic: str | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ConsumeStats:
         """Per queue: broker offset, consumer offset and lag, across the group's brokers.
 
         The brokers are those of the group's retry topic, else of ``topic``
         (RocketMQ 5's rule); TopicNotExistError when neither has a route.
+        ``progress(done, total)`` hears of each broker that answered.
         """
         candidates = [retry_topic(group)] + ([topic] if topic else [])
         route: TopicRouteData | None = None
@@ -386,8 +420,9 @@ class AdminClient:
                 if i == len(candidates) - 1:
                     raise
         assert route is not None
-        parts = await asyncio.gather(
-            *(self.broker.get_consume_stats(addr, group, topic) for addr in _broker_addrs(route))
+        parts = await _gather_counted(
+            [self.broker.get_consume_stats(addr, group, topic) for addr in _broker_addrs(route)],
+            progress,
         )
         merged = ConsumeStats()
         for part in parts:

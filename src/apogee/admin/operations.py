@@ -30,6 +30,7 @@ from apogee.errors import (
     error_for_code,
 )
 from apogee.model.client import MessageQueue
+from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -196,7 +197,13 @@ async def consumer_running_info(admin: AdminClient, group: str, client_id: str) 
 
 
 async def reset_offset_by_time(
-    admin: AdminClient, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    admin: AdminClient,
+    group: str,
+    topic: str,
+    timestamp_ms: int,
+    *,
+    force: bool = True,
+    progress: Progress | None = None,
 ) -> dict[MessageQueue, int]:
     """mqadmin resetOffsetByTime (-1: the end of each queue, skipAccumulatedMessage).
 
@@ -207,7 +214,10 @@ async def reset_offset_by_time(
     route = await admin.namesrv.get_route(topic)
     header = h.ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
     table: dict[MessageQueue, int] = {}
-    for addr in _one_addr(route):
+    addrs = _one_addr(route)
+    for done, addr in enumerate(addrs):
+        if progress is not None:
+            progress(done, len(addrs))
         try:
             response = await _call(admin, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         except BrokerResponseError as exc:
@@ -218,6 +228,8 @@ async def reset_offset_by_time(
             )
             continue
         table.update(bodies.decode_mq_offset_table(response.body_bytes()))
+    if progress is not None:
+        progress(len(addrs), len(addrs))
     return dict(sorted(table.items()))
 
 
@@ -531,9 +543,7 @@ async def all_groups(admin: AdminClient) -> list[str]:
     those with committed offsets (system groups left out), sorted."""
     names: set[str] = set()
     for addr in await master_addrs(admin):
-        response = await _call(admin, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        wrapper = bodies.decode_subscription_group_wrapper(response.body_bytes())
-        names.update(wrapper.subscription_group_table)
+        names.update(await _group_table(admin, addr))
         response = await _call(admin, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         table = tolerant_json.loads(response.body_bytes() or b"{}")
         offsets = table.get("offsetTable", {}) if isinstance(table, dict) else {}
@@ -541,6 +551,21 @@ async def all_groups(admin: AdminClient) -> list[str]:
     return sorted(
         n for n in names if n and n not in SYSTEM_GROUPS and not n.startswith("CID_RMQ_SYS_")
     )
+
+
+async def _group_table(admin: AdminClient, addr: str) -> dict[str, SubscriptionGroupConfig]:
+    response = await _call(admin, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    return bodies.decode_subscription_group_wrapper(response.body_bytes()).subscription_group_table
+
+
+async def group_configs(admin: AdminClient, group: str) -> dict[str, SubscriptionGroupConfig]:
+    """The subscription config of ``group`` on each master that has one, by broker address."""
+    out: dict[str, SubscriptionGroupConfig] = {}
+    for addr in await master_addrs(admin):
+        config = (await _group_table(admin, addr)).get(group)
+        if config is not None:
+            out[addr] = config
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,10 @@ slave starts from), then a name server, that master and an empty slave as
 second from the slave's first byte to its last, the seconds until its
 consume queues are built too, and both processes' CPU. Polls the slave's HA
 status every 50 ms (``GET_BROKER_HA_STATUS``). Measures, never asserts.
+
+On a terminal a bar on stderr fills with the bytes preloaded, then with the
+bytes the slave has; the figures end as a summary table (``--json``: one
+JSON object instead).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import click
 import uvloop
 
 from apogee._util.net import free_port
+from apogee._util.progress import Progress, print_summary
 from apogee.bench.cluster import cpu_seconds, processes
 from apogee.client.broker_api import BrokerApi
 from apogee.errors import ApogeeError
@@ -50,7 +55,7 @@ class CatchUp:
     slave_cpu_percent: float | None
 
 
-def preload(root: Path, size: int, body_size: int) -> float:
+def preload(root: Path, size: int, body_size: int, bar: Progress | None = None) -> float:
     """Fill a master's store at ``root`` until its commit log holds ``size`` bytes."""
     host, born = ("127.0.0.1", 10911), ("127.0.0.1", 51234)
     body = b"x" * body_size
@@ -70,6 +75,8 @@ def preload(root: Path, size: int, body_size: int) -> float:
             i += 1
             if i & 1023 == 0:
                 store.dispatch_step(4096)
+                if bar is not None:
+                    bar.update(store.commit_log_max_offset())
         while store.dispatch_step(4096):
             pass
     finally:
@@ -78,7 +85,11 @@ def preload(root: Path, size: int, body_size: int) -> float:
 
 
 async def _watch(
-    start_slave: Callable[[], object], slave: str, target: int, timeout_s: float
+    start_slave: Callable[[], object],
+    slave: str,
+    target: int,
+    timeout_s: float,
+    bar: Progress | None = None,
 ) -> tuple[float, float, float]:
     """Start the slave; seconds until its first byte, its last byte and its dispatch being
     done (polled from before it starts, so its first byte is seen when it comes)."""
@@ -92,6 +103,8 @@ async def _watch(
             try:
                 status = await api.get_broker_ha_status(slave)
                 end = status.ha_client_runtime_info.max_offset
+                if bar is not None:
+                    bar.update(min(end, target))
                 if end and not first:
                     first = now
                 if end >= target and not last:
@@ -117,45 +130,53 @@ def replication_bench(*, size: int, body_size: int, timeout: float, as_json: boo
     """Preload a master, start an empty slave; report the catch-up rate."""
     work = Path(tempfile.mkdtemp(prefix="apogee-bench-replication-"))
     try:
-        preload_s = preload(work / "master-store", size, body_size)
-        target = _end_of(work / "master-store")
-        with processes(work) as procs:
-            namesrv = procs.namesrv()
-            master_pid, _ = procs.broker(namesrv, "master", {"brokerRole": "ASYNC_MASTER"},
-                                         store=work / "master-store")  # fmt: skip
-            cpu_m0 = cpu_seconds(master_pid)
-            started = time.perf_counter()
-            port = free_port()
-            conf = {"brokerRole": "SLAVE", "brokerId": "1"}
-            slave: list[int] = []
-
-            def start_slave() -> None:
-                slave.append(procs.broker(namesrv, "slave", conf, port=port)[0])
-
-            watched = _watch(start_slave, f"127.0.0.1:{port}", target, timeout)
-            first, last, dispatched = uvloop.run(watched)
-            wall = time.perf_counter() - started
-            cpu_m, cpu_s = cpu_seconds(master_pid), cpu_seconds(slave[0])
-        transfer = max(last - first, 1e-9)
-        result = CatchUp(
-            bytes=target,
-            preload_s=round(preload_s, 1),
-            transfer_s=round(transfer, 2),
-            mb_per_s=round(target / transfer / 1e6, 1) if last else 0.0,
-            first_byte_after_s=round(first, 2),
-            dispatched_after_s=round(dispatched - first, 2) if dispatched else -1.0,
-            master_cpu_percent=None
-            if cpu_m is None or cpu_m0 is None
-            else round(100 * (cpu_m - cpu_m0) / wall, 1),
-            slave_cpu_percent=None if cpu_s is None else round(100 * cpu_s / wall, 1),
-        )
+        with Progress("preloading the master", size, unit="bytes") as bar:
+            preload_s = preload(work / "master-store", size, body_size, bar)
+            target = _end_of(work / "master-store")
+            bar.describe("starting the slave")
+            bar.update(0, target)
+            result = _catch_up(work, target, preload_s, timeout, bar)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if as_json:
         click.echo(json.dumps(asdict(result)))
         return
-    for key, value in asdict(result).items():
-        click.echo(f"{key:>22} {value}")
+    print_summary("bench replication", [(k, str(v)) for k, v in asdict(result).items()])
+
+
+def _catch_up(work: Path, target: int, preload_s: float, timeout: float, bar: Progress) -> CatchUp:
+    """A name server, the preloaded master and an empty slave; how the slave caught up."""
+    with processes(work) as procs:
+        namesrv = procs.namesrv()
+        master_pid, _ = procs.broker(namesrv, "master", {"brokerRole": "ASYNC_MASTER"},
+                                     store=work / "master-store")  # fmt: skip
+        cpu_m0 = cpu_seconds(master_pid)
+        started = time.perf_counter()
+        port = free_port()
+        conf = {"brokerRole": "SLAVE", "brokerId": "1"}
+        slave: list[int] = []
+
+        def start_slave() -> None:
+            slave.append(procs.broker(namesrv, "slave", conf, port=port)[0])
+
+        bar.describe("slave catching up")
+        watched = _watch(start_slave, f"127.0.0.1:{port}", target, timeout, bar)
+        first, last, dispatched = uvloop.run(watched)
+        wall = time.perf_counter() - started
+        cpu_m, cpu_s = cpu_seconds(master_pid), cpu_seconds(slave[0])
+    transfer = max(last - first, 1e-9)
+    return CatchUp(
+        bytes=target,
+        preload_s=round(preload_s, 1),
+        transfer_s=round(transfer, 2),
+        mb_per_s=round(target / transfer / 1e6, 1) if last else 0.0,
+        first_byte_after_s=round(first, 2),
+        dispatched_after_s=round(dispatched - first, 2) if dispatched else -1.0,
+        master_cpu_percent=None
+        if cpu_m is None or cpu_m0 is None
+        else round(100 * (cpu_m - cpu_m0) / wall, 1),
+        slave_cpu_percent=None if cpu_s is None else round(100 * cpu_s / wall, 1),
+    )
 
 
 def _end_of(root: Path) -> int:

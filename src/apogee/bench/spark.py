@@ -16,7 +16,9 @@ The reader's own parts (pulls, decoding to Arrow) are timed outside Spark on
 the same data right after the batch read; ``--profile`` adds a cProfile of
 one queue's read.
 
-Figures are reported, never judged. The broker this command starts lets a
+On a terminal a bar on stderr names the phase running; the figures end as a
+summary table (``--json``: one JSON object instead). Figures are reported,
+never judged. The broker this command starts lets a
 pull carry up to 1024 messages / 4 MiB (``maxTransferCountOnMessageInMemory``
 and ``maxTransferBytesOnMessageInMemory``; RocketMQ's defaults are 32 / 256 KiB).
 """
@@ -42,6 +44,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from apogee._util.progress import Progress, print_summary
 from apogee.bench.cluster import cluster, namesrv_option
 
 BULK_PULLS = {
@@ -63,17 +66,23 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
     """Batch read vs Parquet, sink writes, and streaming end to end, on Spark."""
     root = Path(tempfile.mkdtemp(prefix="apogee-bench-spark-"))
     try:
-        with _cluster(namesrv, root) as ns:
-            figures = _run(ns, root, count, size, master=master, profile=profile)
+        phases = f"of {len(PHASES)} phases"
+        with (
+            Progress("starting the cluster", len(PHASES), unit=phases) as bar,
+            _cluster(namesrv, root) as ns,
+        ):
+            figures = _run(ns, root, count, size, master=master, profile=profile, bar=bar)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if as_json:
         click.echo(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
         return
-    for key, value in figures.items():
-        if key != "profile":
-            text = f"{value:,.0f}" if isinstance(value, float) and value > 10 else f"{value}"
-            click.echo(f"{key:>56}: {text}")
+    rows = [
+        (key, f"{value:,.0f}" if isinstance(value, float) and value > 10 else f"{value}")
+        for key, value in figures.items()
+        if key != "profile"
+    ]
+    print_summary("bench spark", rows)
     if "profile" in figures:
         click.echo(figures["profile"])
 
@@ -94,8 +103,18 @@ def _timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+#: what the bar names, in the order ``_run`` goes through them
+PHASES = ("preloading", "starting Spark", "batch reads", "reader parts", "sink writes",
+          "streaming")  # fmt: skip
+
+
+def _phase(bar: Progress, index: int) -> None:
+    bar.describe(PHASES[index])
+    bar.update(index)
+
+
 def _run(
-    ns: str, root: Path, count: int, size: int, *, master: str, profile: bool
+    ns: str, root: Path, count: int, size: int, *, master: str, profile: bool, bar: Progress
 ) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads for this command only
@@ -108,12 +127,15 @@ def _run(
     io_cluster = Cluster.of(ns)
     for topic in (source, out_alo, out_eo, out_stream):
         io_cluster.ensure_topic(topic, 4)
+    _phase(bar, 0)
     preload = _timed(lambda: _preload(io_cluster, source, count, size))
+    _phase(bar, 1)
 
     spark = (
         SparkSession.builder.master(master)
         .appName("apogee-bench-spark")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # the phase bar is the one on stderr
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "2g")
         .getOrCreate()
@@ -123,6 +145,7 @@ def _run(
     figures: dict[str, Any] = {"messages": count, "body_bytes": size, "master": master}
     figures["preload rows/s (python client)"] = count / preload
     try:
+        _phase(bar, 2)
         df = spark.read.format("rocketmq").option("namesrv", ns).option("topics", source).load()
         parquet = str(root / "rows.parquet")
         df.write.mode("overwrite").parquet(parquet)  # also warms up the Python workers
@@ -149,7 +172,9 @@ def _run(
         drain(replay)
         replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
         figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
+        _phase(bar, 3)
         figures.update(_reader_parts(io_cluster, source, profile))
+        _phase(bar, 4)
 
         bodies = pq.select("body")
 
@@ -164,11 +189,13 @@ def _run(
             took = _timed(lambda t=topic, e=exactly: write(t, e))  # type: ignore[misc]
             figures[f"sink write rows/s ({name})"] = count / took
 
+        _phase(bar, 5)
         figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = count / _timed(
             lambda: _stream(spark, ns, source, out_stream, root)
         )
     finally:
         spark.stop()
+    bar.update(len(PHASES))
     return figures
 
 

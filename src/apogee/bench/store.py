@@ -6,6 +6,9 @@ included), SYNC_FLUSH with many writers each keeping one put in flight
 on a loop-driven store (as the broker's connections do), and sequential
 reads through ``get``.
 
+On a terminal a bar on stderr names the phase running; the figures end as a
+summary table (``--json``: one JSON object instead).
+
 Messages carry realistic properties (a distinct UNIQ_KEY, TAGS, KEYS, WAIT)
 so property parsing is measured too; message objects are built before the
 clock starts, as the broker builds them from the request it decoded.
@@ -28,6 +31,7 @@ import click
 import orjson
 import uvloop
 
+from apogee._util.progress import Progress, print_summary
 from apogee.model.message import Message, StoreBatch, StoreMessage, properties_to_string
 from apogee.model.message_codec import decode_batch, encode_batch
 from apogee.store.config import FlushDiskType, StoreConfig
@@ -269,15 +273,25 @@ def store_bench(
     root = Path(tempfile.mkdtemp(prefix="apogee-bench-", dir=directory))
     record = 91 + body_size + len(TOPIC) + len(_props(0))
     try:
-        # os.sync between phases: one phase's write-back must not slow the next
-        single = bench_single(root, messages, body)
-        os.sync()
-        batch = bench_batch(root, batch_messages, body, batch_size)
-        os.sync()
-        disk = disk_fsyncs_per_s(root)
-        sync, syncs, sync_s = bench_sync(root, sync_messages, body, writers)
-        os.sync()
-        read_s, read_n, read_bytes = bench_read(root, read_messages, body)
+        with Progress("single appends", 5, unit="of 5 phases") as bar:
+            # os.sync between phases: one phase's write-back must not slow the next
+            single = bench_single(root, messages, body)
+            os.sync()
+            bar.describe(f"batches of {batch_size}")
+            bar.advance()
+            batch = bench_batch(root, batch_messages, body, batch_size)
+            os.sync()
+            bar.describe("disk fsyncs")
+            bar.advance()
+            disk = disk_fsyncs_per_s(root)
+            bar.describe(f"SYNC_FLUSH, {writers} writers")
+            bar.advance()
+            sync, syncs, sync_s = bench_sync(root, sync_messages, body, writers)
+            os.sync()
+            bar.describe("reads")
+            bar.advance()
+            read_s, read_n, read_bytes = bench_read(root, read_messages, body)
+            bar.advance()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     mb = 1024 * 1024
@@ -299,5 +313,4 @@ def store_bench(
     if as_json:
         click.echo(orjson.dumps(out).decode())
     else:
-        for key, value in out.items():
-            click.echo(f"{key:24} {value}")
+        print_summary("bench store", [(key, str(value)) for key, value in out.items()])

@@ -21,7 +21,9 @@ RemotingMetricsConstant):
 * consumption: ``rocketmq_consumer_lag_messages`` and
   ``rocketmq_consumer_lag_latency`` (ms since the oldest unconsumed message
   was stored) per consumer_group and topic, ``rocketmq_send_to_dlq_messages_total``
-  (messages in the group's %DLQ% topic), ``rocketmq_half_messages``;
+  (messages the broker moved to a group's %DLQ% topic since it started, per
+  consumer_group and original topic: a counter of moves, not the DLQ's
+  contents), ``rocketmq_half_messages``;
 * store: ``rocketmq_storage_size``, ``rocketmq_storage_flush_behind_bytes``,
   ``rocketmq_storage_dispatch_behind_bytes``, ``rocketmq_storage_message_reserve_time``;
 * RPC: ``rocketmq_rpc_latency`` (histogram, ms) per request_code and response_code.
@@ -54,11 +56,7 @@ from apogee.broker.runtime_stats import BrokerStats, earliest_message_time, vers
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.traffic import SIZE_BUCKETS
 from apogee.broker.transaction_book import TransactionBook
-from apogee.model.topic import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    is_system_topic,
-)
+from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.observe import RequestObserver, request_families, server_families
 from apogee.remoting.server import RemotingServer
@@ -214,15 +212,11 @@ class BrokerMetrics:
         yield f.gauge("rocketmq_consumer_lag_latency",
                       "Milliseconds since the oldest unconsumed message was stored.",
                       lag_names, latencies)  # fmt: skip
-        dlq = []
-        for topic, config in self._topics.table.items():
-            if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                total = sum(max(store.max_offset_in_queue(topic, q), 0)
-                            for q in range(config.read_queue_nums))  # fmt: skip
-                dlq.append(((topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX),), total))
+        dlq = (((group, topic, _is_system(topic, group)), n)
+               for (group, topic), n in self._stats.traffic.dead_lettered.items())  # fmt: skip
         yield f.counter("rocketmq_send_to_dlq_messages_total",
-                        "Messages sent to a group's dead-letter queue.",
-                        ("consumer_group",), dlq)  # fmt: skip
+                        "Messages moved to a group's dead-letter queue.",
+                        ("consumer_group", "topic", "is_system"), dlq)  # fmt: skip
         yield f.gauge("rocketmq_half_messages", "Open transactions (half messages).",
                       samples=[((), self._transactions.open_count)])  # fmt: skip
 

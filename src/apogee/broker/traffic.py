@@ -4,7 +4,8 @@
 Owns: ``Traffic``, counters the send and pull handlers bump for every
 stored put and every pull that found messages: messages and bytes in per
 (topic, message type), the size histogram of what came in, messages and
-bytes out per (consumer group, topic). Counters only grow while the broker
+bytes out per (consumer group, topic), and messages the broker moved to a
+group's dead-letter queue per (consumer group, original topic). Counters only grow while the broker
 runs (a restart starts them at zero, as Prometheus counters expect).
 
 ``TrafficHistory`` keeps totals of the last minute, hour and day for
@@ -36,6 +37,8 @@ class Traffic:
         #: (consumer group, topic) -> messages / bytes pulled
         self.out_msgs: dict[tuple[str, str], int] = {}
         self.out_bytes: dict[tuple[str, str], int] = {}
+        #: (consumer group, original topic) -> messages moved to the group's %DLQ% topic
+        self.dead_lettered: dict[tuple[str, str], int] = {}
 
     def put(self, topic: str, kind: str, messages: int, body_bytes: int) -> None:
         """``messages`` stored in ``topic``, ``body_bytes`` of bodies in all."""
@@ -52,6 +55,11 @@ class Traffic:
         key = (group, topic)
         self.out_msgs[key] = self.out_msgs.get(key, 0) + messages
         self.out_bytes[key] = self.out_bytes.get(key, 0) + total_bytes
+
+    def dead_letter(self, group: str, topic: str) -> None:
+        """One message of ``topic`` given up by ``group``: stored in its dead-letter queue."""
+        key = (group, topic)
+        self.dead_lettered[key] = self.dead_lettered.get(key, 0) + 1
 
     def topic_in(self, topic: str) -> int:
         """Messages stored in ``topic`` since start, every message type."""

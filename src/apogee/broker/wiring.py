@@ -254,6 +254,7 @@ def build_handlers(
             p.groups,
             SendBackSettings.from_config(config, store_host, p.permission),
             on_stored=on_stored,
+            traffic=stats.traffic,
         ),
         end_transaction=EndTransactionHandler(
             store,

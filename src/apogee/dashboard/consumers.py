@@ -3,13 +3,20 @@
 Owns: the groups list (lag, consume TPS and live clients of each; the
 create-or-update form) and one group's page: per queue its broker and
 consumer offsets and lag, a chart of the lag over time (all queues, and the
-busiest ones), the live consumers with their subscriptions, and the
-actions: reset the group's offsets on a topic to a time, to the oldest or
-to the newest message (skipping the backlog), and delete the group.
+busiest ones), the live consumers with their subscriptions, its
+subscription config on each broker, and the actions: update that config
+(a form filled with what the brokers hold), reset the group's offsets on a
+topic to a time, to the oldest or to the newest message (skipping the
+backlog), and delete the group.
+
+Saving a group keeps the settings the form does not show (consume from
+min, which broker when slow, attributes) as the brokers hold them, so an
+update changes only what the operator changed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 from urllib.parse import quote
@@ -47,19 +54,22 @@ async def save_group(request: Request) -> Response:
         problem = validate_group(name)
         if problem:
             raise ValueError(problem)
-        config = SubscriptionGroupConfig(
-            name,
+        admin: AdminClient = request.app.state.admin
+        held = await ops.group_configs(admin, name)
+        config = dataclasses.replace(
+            next(iter(held.values()), SubscriptionGroupConfig(name)),
             consume_enable=form.get("consume_enable") == "on",
             consume_broadcast_enable=form.get("broadcast") == "on",
             consume_message_orderly=form.get("orderly") == "on",
             retry_queue_nums=int(form.get("retry_queues") or 1),
             retry_max_times=int(form.get("retry_max") or 16),
         )
-        admin: AdminClient = request.app.state.admin
         done = await admin.update_subscription_group(config, cluster=form.get("cluster") or None)
         return f"group {name} created or updated on {', '.join(done)}"
 
-    return await act("/consumers", run())
+    # the group page's form comes back to the group page
+    there = f"/consumers/{quote(name, safe='')}" if form.get("back") == "group" else "/consumers"
+    return await act(there, run())
 
 
 async def group(request: Request) -> Response:
@@ -80,9 +90,11 @@ async def group(request: Request) -> Response:
     chart = line_chart(f"Lag of {name} (messages)", {**total, **h.queue_lag.get(name, {})})
     topics = sorted({q["topic"] for q in queues if not q["topic"].startswith("%")})
     clusters = (await page.ask(AdminClient.cluster_names)) or []
+    configs = (await page.ask(lambda a: ops.group_configs(a, name))) or {}
     return page.render(
         "consumer.html", group=name, queues=queues, total=stats.total_diff(),
         tps=stats.consume_tps, chart=chart, live=live, topics=topics, clusters=clusters,
+        configs=configs, config=next(iter(configs.values()), None),
     )  # fmt: skip
 
 

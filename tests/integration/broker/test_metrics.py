@@ -12,10 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from apogee.broker.broker import Broker
+from apogee.client import Message, Producer, PushConsumer, ReceivedMessage
+from apogee.client.broker_api import BrokerApi
 from apogee.codes import RequestCode, ResponseCode
 from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cluster import run_broker
+from apogee.testing.cluster import eventually, run_broker, run_namesrv
 from tests.integration.broker.wire import pull, send
 
 
@@ -113,3 +115,49 @@ async def test_a_scrape_reports_traffic_lag_store_and_rpc(
 async def test_metrics_are_off_unless_asked_for(tmp_path: Path) -> None:
     async with run_broker(tmp_path / "store") as broker:
         assert broker.metrics_exporter is None
+
+
+def dlq_moves(samples: dict[str, list[Sample]], group: str) -> float:
+    return sum(s.value for s in samples.get("rocketmq_send_to_dlq_messages_total", [])
+               if s.labels.get("consumer_group") == group)  # fmt: skip
+
+
+async def test_send_to_dlq_counts_the_messages_the_broker_moved_there(tmp_path: Path) -> None:
+    """A counter of moves (RocketMQ 5's), not the size of the %DLQ% topic."""
+    async with (
+        run_namesrv(tmp_path / "ns") as ns,
+        run_broker(tmp_path / "store", f"127.0.0.1:{ns.port}", metrics_exporter_type="PROM",
+                   metrics_prom_exporter_host="127.0.0.1", metrics_prom_exporter_port=0) as broker,
+        RemotingClient() as client,
+    ):  # fmt: skip
+        namesrv, api = f"127.0.0.1:{ns.port}", BrokerApi(client)
+        async with Producer("pg-dlq", namesrv=namesrv) as producer:
+            await producer.send(Message("Poison", b"bad"))
+
+        def give_up(msg: ReceivedMessage) -> None:
+            raise ValueError(f"cannot handle {msg.body!r}")
+
+        async with PushConsumer("cg-dlq", namesrv=namesrv, consume_from="first",
+                                listener=give_up, max_reconsume_times=0) as consumer:  # fmt: skip
+            consumer.subscribe("Poison")
+
+            async def moved() -> float:
+                return dlq_moves(await scrape(broker), "cg-dlq")
+
+            assert await eventually(moved, timeout_s=20) == 1
+        samples = await scrape(broker)
+        assert value(samples, "rocketmq_send_to_dlq_messages_total", consumer_group="cg-dlq",
+                     topic="Poison", is_system="false", node_id="broker-a") == 1  # fmt: skip
+
+        # a client's own retry send whose budget is spent is moved too
+        again = Message("%RETRY%cg-dlq", b"bad again", properties={"RETRY_TOPIC": "Poison"})
+        await api.send(broker.address, "broker-a", again, queue_id=0, producer_group="cg-dlq",
+                       reconsume_times=1, max_reconsume_times=1)  # fmt: skip
+        assert dlq_moves(await scrape(broker), "cg-dlq") == 2
+        # a message written straight into the DLQ was not moved there by the broker
+        answer = await send(client, broker.address, "%DLQ%cg-dlq", b"by hand", queue_id=0)
+        assert answer.code == ResponseCode.SUCCESS
+        assert dlq_moves(await scrape(broker), "cg-dlq") == 2
+        # and a counter does not go back when the DLQ is emptied
+        await api.delete_topic(broker.address, "%DLQ%cg-dlq")
+        assert dlq_moves(await scrape(broker), "cg-dlq") == 2

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime as dt
 import re
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,12 @@ from typing import TypeVar
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from apogee.admin import operations as ops
 from apogee.admin.admin_client import AdminClient
 from apogee.client import sync
+from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import Message
+from apogee.model.received import ReceivedMessage
 from apogee.model.topic import TopicConfig
 from apogee.testing.cluster import DashboardProcess, StandaloneProcess
 from tests.harness.cpp import start_cpp
@@ -171,6 +176,46 @@ def test_consumer_page_shows_lag_over_time_and_resets_offsets(site: Site) -> Non
     expect(page.locator("#total-lag")).to_have_text("6")
 
 
+def _config_of(namesrv: str, group: str) -> SubscriptionGroupConfig | None:
+    configs = admin(namesrv, lambda a: ops.group_configs(a, group))
+    return next(iter(configs.values()), None)
+
+
+def test_consumer_groups_are_created_updated_and_deleted(site: Site) -> None:
+    page = site.open("/consumers")
+    form = page.locator("#create-group")
+    form.locator("input[name=group]").fill("web_grp")
+    form.locator("input[name=retry_max]").fill("3")
+    form.locator("input[name=orderly]").check()
+    form.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("group web_grp created or updated on")
+    created = _config_of(site.namesrv, "web_grp")
+    assert created is not None
+    assert (created.retry_max_times, created.consume_message_orderly) == (3, True)
+    assert (created.consume_enable, created.consume_broadcast_enable) == (True, False)
+
+    page.locator("#groups tbody tr", has_text="web_grp").get_by_role("link").click()
+    expect(page.locator("#group-config")).to_contain_text("on")
+    update = page.locator("#update-group")
+    expect(update.locator("input[name=retry_max]")).to_have_value("3")  # filled from the broker
+    expect(update.locator("input[name=orderly]")).to_be_checked()
+    update.locator("input[name=retry_max]").fill("5")
+    update.locator("input[name=consume_enable]").uncheck()
+    update.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("group web_grp created or updated on")
+    expect(page.locator("h1")).to_contain_text("Group web_grp")  # back on the group's page
+    expect(page.locator("#update-group input[name=retry_max]")).to_have_value("5")
+    updated = _config_of(site.namesrv, "web_grp")
+    assert updated is not None
+    assert (updated.retry_max_times, updated.consume_enable) == (5, False)
+    assert updated.consume_message_orderly  # left as it was
+
+    page.locator("#delete-group button").click()
+    expect(page.locator("#notice")).to_contain_text("group web_grp deleted from")
+    assert _config_of(site.namesrv, "web_grp") is None
+    expect(page.locator("#groups")).not_to_contain_text("web_grp")
+
+
 @contextlib.contextmanager
 def cpp_consumer(namesrv: str, group: str, topic: str) -> Iterator[None]:
     """A C++ push consumer running (on a loop of its own) for the ``with`` block."""
@@ -283,3 +328,95 @@ def test_a_second_dashboard_on_the_same_port_fails_in_one_line(site: Site) -> No
     assert error.startswith(f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
                             "held by pid ")  # fmt: skip
     assert "apogee dashboard" in error
+
+
+def test_one_dead_letter_is_resent_to_the_live_consumer(site: Site) -> None:
+    async def poison(a: AdminClient) -> None:
+        await a.create_topic(TopicConfig("Refunds", 1, 1), cluster="DefaultCluster")
+        (broker,) = await a.master_addrs("DefaultCluster")
+        for body in (b"refund-1", b"refund-2"):
+            sent = await a.send_message(Message("Refunds", body))
+            msg = await a.query_msg_by_id(sent.offset_msg_id)
+            await a.broker.send_back(broker, msg, "web_refund", delay_level=-1)
+
+    admin(site.namesrv, poison)
+    got: list[tuple[str, bytes]] = []
+    lock = threading.Lock()
+
+    def listener(msg: ReceivedMessage) -> None:
+        with lock:
+            got.append((msg.topic, msg.body))
+
+    def received(body: bytes) -> int:
+        with lock:
+            return sum(1 for _, b in got if b == body)
+
+    def until(check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+
+    consumer = sync.PushConsumer("web_refund", namesrv=site.namesrv, consume_from="first",
+                                 listener=listener)  # fmt: skip
+    consumer.subscribe("Refunds", "*")
+    with consumer:
+        until(lambda: received(b"refund-1") == 1 and received(b"refund-2") == 1)  # it is live
+        page = site.open("/dlq?group=web_refund")
+        row = page.locator("#dlq-messages tbody tr", has_text="refund-1")
+        row.get_by_role("button", name="Resend").click()
+        expect(page.locator("#notice")).to_contain_text("resent 1 dead letter(s) to web_refund")
+        until(lambda: received(b"refund-1") == 2)
+    assert received(b"refund-2") == 1
+    with lock:
+        assert got[-1] == ("Refunds", b"refund-1")  # under its own topic again
+    copies = admin(site.namesrv, lambda a: a.consume_messages("%RETRY%web_refund"))
+    assert [m.body for q in copies for m in q.messages] == [b"refund-1"]
+
+
+def _wait_past(ms: int) -> None:
+    """Until the clock (the broker's too: one machine) is past ``ms``."""
+    while time.time() * 1000 <= ms:
+        time.sleep(0.01)
+
+
+def _form_time(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def test_messages_found_by_topic_show_only_those_inside_the_time_range(site: Site) -> None:
+    def send(*keys: str) -> int:
+        """Send one message per key; the time (ms) after the last was stored."""
+
+        async def act(a: AdminClient) -> None:
+            for key in keys:
+                await a.send_message(Message("Timeline", key.encode(), keys=[key]))
+
+        admin(site.namesrv, act)
+        return int(time.time() * 1000)
+
+    timeline = TopicConfig("Timeline", 2, 2)
+    admin(site.namesrv, lambda a: a.create_topic(timeline, cluster="DefaultCluster"))
+    early_done = send("early-0", "early-1")
+    begin = (early_done // 1000 + 1) * 1000  # the form takes whole seconds
+    _wait_past(begin)
+    middle_done = send("mid-0", "mid-1", "mid-2")
+    end = -(-middle_done // 1000) * 1000
+    _wait_past(end)
+    send("late-0", "late-1")
+
+    page = site.open("/messages")
+    form = page.locator("#message-search")
+    form.locator("select[name=mode]").select_option("topic")
+    form.locator("input[name=topic]").fill("Timeline")
+    form.locator("input[name=begin]").fill(_form_time(begin))
+    form.locator("input[name=end]").fill(_form_time(end))
+    form.get_by_role("button", name="Search").click()
+    rows = page.locator("#results tbody tr")
+    expect(rows).to_have_count(3)
+    shown = rows.all_inner_texts()
+    assert sorted(k for k in ("mid-0", "mid-1", "mid-2") if any(k in r for r in shown)) == [
+        "mid-0", "mid-1", "mid-2"]  # fmt: skip
+    assert not any("early" in r or "late" in r for r in shown), shown
+    page.goto(site.url + "/messages?mode=topic&topic=Timeline")  # no range: all of them
+    expect(page.locator("#results tbody tr")).to_have_count(7)

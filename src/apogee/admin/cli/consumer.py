@@ -190,6 +190,8 @@ def _print_offsets(group: str, topic: str, table_: dict[MessageQueue, int]) -> N
     for mq, offset in table_.items():
         t.add_row(mq.broker_name, str(mq.queue_id), str(offset))
     print_table(t)
+    print_lines([f"{len(table_)} queue(s) on {len({mq.broker_name for mq in table_})} "
+                 "broker(s) moved"])  # fmt: skip
 
 
 @admin_command("resetOffsetByTime")
@@ -215,10 +217,13 @@ def reset_offset_by_time(
     timestamp = parse_time(when, "-s")
     forced = parse_bool(force, "-f") is not False
 
-    async def act(admin: AdminClient) -> dict[MessageQueue, int]:
-        return await ops.reset_offset_by_time(admin, group, topic, timestamp, force=forced)
+    with Progress("brokers", None) as bar:
 
-    done = run_admin(namesrv, act, not_found=f"topic {topic} does not exist")
+        async def act(admin: AdminClient) -> dict[MessageQueue, int]:
+            return await ops.reset_offset_by_time(admin, group, topic, timestamp, force=forced,
+                                                  progress=bar.update)  # fmt: skip
+
+        done = run_admin(namesrv, act, not_found=f"topic {topic} does not exist")
     if as_json:
         emit_json({"group": group, "topic": topic, "timestamp": timestamp,
                    "offsets": _offsets_json(done)})  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import click
 
+from apogee._util.progress import Progress
 from apogee.admin.admin_client import AdminClient
 from apogee.admin.cli._common import (
     admin_command,
@@ -155,12 +156,14 @@ def update_sub_group(
 def consumer_progress(*, namesrv: str, as_json: bool, group: str, topic: str | None) -> None:
     """Show a group's progress per queue: broker offset, consumer offset, lag."""
 
-    async def act(admin: AdminClient) -> ConsumeStats:
-        return await admin.consumer_progress(group, topic)
+    with Progress("brokers", None) as bar:
 
-    stats = run_admin(
-        namesrv, act, not_found=f"consumer group {group} is unknown to the name servers"
-    )
+        async def act(admin: AdminClient) -> ConsumeStats:
+            return await admin.consumer_progress(group, topic, progress=bar.update)
+
+        stats = run_admin(
+            namesrv, act, not_found=f"consumer group {group} is unknown to the name servers"
+        )
     if as_json:
         queues = [
             {
@@ -204,4 +207,7 @@ def consumer_progress(*, namesrv: str, as_json: bool, group: str, topic: str | N
             human_time(w.last_timestamp),
         )
     print_table(t)
-    print_lines([f"Consume TPS: {stats.consume_tps:.2f}", f"Diff Total: {stats.total_diff()}"])
+    walked = stats.offset_table
+    print_lines([f"Consume TPS: {stats.consume_tps:.2f}", f"Diff Total: {stats.total_diff()}",
+                 f"{len(walked)} queue(s) of {len({mq.topic for mq in walked})} topic(s) on "
+                 f"{len({mq.broker_name for mq in walked})} broker(s)"])  # fmt: skip

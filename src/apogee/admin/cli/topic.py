@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from apogee._util.progress import Progress
 from apogee.admin.admin_client import AdminClient, TopicDeletion
 from apogee.admin.cli._common import (
     admin_command,
@@ -175,10 +176,12 @@ def topic_route(*, namesrv: str, as_json: bool, topic: str) -> None:
 def topic_status(*, namesrv: str, as_json: bool, topic: str) -> None:
     """Show each queue's min and max offset and when it last grew."""
 
-    async def act(admin: AdminClient) -> TopicStatsTable:
-        return await admin.topic_status(topic)
+    with Progress("brokers", None) as bar:
 
-    stats = run_admin(namesrv, act, not_found=f"topic {topic} does not exist")
+        async def act(admin: AdminClient) -> TopicStatsTable:
+            return await admin.topic_status(topic, progress=bar.update)
+
+        stats = run_admin(namesrv, act, not_found=f"topic {topic} does not exist")
     if as_json:
         queues = [
             {
@@ -209,6 +212,10 @@ def topic_status(*, namesrv: str, as_json: bool, topic: str) -> None:
             human_time(o.last_update_timestamp),
         )
     print_table(t)
+    offsets = stats.offset_table
+    print_lines([f"{len(offsets)} queue(s) on {len({mq.broker_name for mq in offsets})} "
+                 f"broker(s), {sum(o.max_offset - o.min_offset for o in offsets.values())} "
+                 "message(s) stored"])  # fmt: skip
 
 
 @admin_command("topicClusterList")

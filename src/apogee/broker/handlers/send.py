@@ -53,6 +53,7 @@ from apogee.errors import ProtocolError
 from apogee.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     HostPort,
     StoreBatch,
@@ -313,6 +314,7 @@ class SendHandler:
     ) -> PutResult:
         props = self._properties(header)
         topic, store_qid = header.topic, queue_id
+        dead = None
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             dead = self._dead_letter(header, request.version)
             if dead is not None:
@@ -332,7 +334,11 @@ class SendHandler:
             topic, store_qid, body, props, header.flag, header.sys_flag, header.born_timestamp,
             self._born_host(ctx), self._store_host, header.reconsume_times or 0,
         )  # fmt: skip
-        return self._store.put(msg)
+        result = self._store.put(msg)
+        if dead is not None and result.status.is_stored and self._traffic is not None:
+            group = header.topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+            self._traffic.dead_letter(group, property_value(props, PROPERTY_RETRY_TOPIC) or "")
+        return result
 
     def _put_half(
         self,

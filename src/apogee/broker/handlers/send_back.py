@@ -10,7 +10,8 @@ message is dropped, as RocketMQ does), the retry topic exists or is created
 (RW, retryQueueNums queues; creating it registers the broker with the name
 servers at once) and is writeable (16), the record at the header's
 commit-log offset exists (1). A dead message's ``%DLQ%<group>`` topic is
-created the same way. Any answer other than 0 loses the message for the
+created the same way, and counted in ``Traffic`` (the metrics' messages
+sent to a DLQ, per group and original topic). Any answer other than 0 loses the message for the
 C++ client, so only a store failure after these checks answers 1.
 """
 
@@ -33,8 +34,9 @@ from apogee.broker.retry import (
     send_back_message,
 )
 from apogee.broker.topics import TopicConfigManager
+from apogee.broker.traffic import Traffic
 from apogee.codes import ResponseCode
-from apogee.model.message import HostPort, MessageExt
+from apogee.model.message import PROPERTY_RETRY_TOPIC, HostPort, MessageExt
 from apogee.model.route import PERM_RW, writeable
 from apogee.model.topic import dlq_topic, retry_topic
 from apogee.protocol.command import RemotingCommand
@@ -69,8 +71,10 @@ class SendBackHandler:
         settings: SendBackSettings,
         *,
         on_stored: Callable[[], None],
+        traffic: Traffic | None = None,
     ) -> None:
         self._store = store
+        self._traffic = traffic
         self._topics = topics
         self._groups = groups
         self._settings = settings
@@ -117,6 +121,9 @@ class SendBackHandler:
             return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.value)
         self._on_stored()
         self.sent_back += 1
+        if back.dead and self._traffic is not None:
+            topic = original.properties.get(PROPERTY_RETRY_TOPIC) or original.topic
+            self._traffic.dead_letter(header.group, header.origin_topic or topic)
         return request.make_response()
 
     def _look(self, offset: int) -> MessageExt | None:
