@@ -11,6 +11,9 @@ Invariants:
   timed out) is logged and dropped.
 * When the connection closes, every pending request fails with
   RemotingClosedError and close listeners run once.
+* At most ``COMMANDS_PER_TURN`` commands of one read are handled in one loop
+  callback; the rest wait, reading paused, for the next turns, so a peer that
+  pipelines thousands of requests shares the loop with the others.
 * A malformed frame or one over the size limit closes this connection only.
 * Writes go out through ``transport.writelines`` so body buffers (memoryviews
   of mapped files) are gathered, not joined. Answers written while the
@@ -43,6 +46,9 @@ from apogee.remoting.dispatch import HandlerTable, RequestContext
 from apogee.remoting.limits import FrameBudget
 
 log = logging.getLogger(__name__)
+
+#: Commands of one read handled in one loop callback; the rest wait for a later turn.
+COMMANDS_PER_TURN = 32
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
@@ -90,6 +96,7 @@ class Connection(asyncio.Protocol):
         self.partial_since = 0.0
         self._max_write = max_write_buffer_bytes
         self._refuse = refuse  # why to close at once (too many connections)
+        self._deferred: list[RemotingCommand] | None = None  # decoded, for a later turn
 
     @property
     def handlers(self) -> HandlerTable | None:
@@ -132,9 +139,23 @@ class Connection(asyncio.Protocol):
             held = self._decoder.buffered
             if (held or self._held) and not self._account(held, budget):
                 return
-        if len(commands) == 1:
+        if self._deferred is not None:  # bytes read before the pause: after the rest
+            self._deferred += commands
+        elif len(commands) == 1:
             self._on_command(commands[0])
-            return
+        else:
+            self._handle(commands)
+
+    def _handle(self, commands: list[RemotingCommand]) -> None:
+        if len(commands) > COMMANDS_PER_TURN:
+            # A peer that pipelines thousands of requests gets them handled a
+            # turn at a time, reading paused meanwhile, so that the requests of
+            # other connections are not queued behind all of them.
+            self._deferred = commands[COMMANDS_PER_TURN:]
+            commands = commands[:COMMANDS_PER_TURN]
+            if self._transport is not None:
+                self._transport.pause_reading()
+            self._loop.call_soon(self._next_turn)
         # Answers written while these requests are handled leave in one writev,
         # not one send() each: on loopback a send costs as much as a request.
         outermost = self.hold_writes()
@@ -144,6 +165,15 @@ class Connection(asyncio.Protocol):
         finally:
             if outermost:
                 self.release_writes()
+
+    def _next_turn(self) -> None:
+        rest, self._deferred = self._deferred, None
+        transport = self._transport
+        if not rest or transport is None or transport.is_closing():
+            return
+        self._handle(rest)
+        if self._deferred is None and not (self._write_paused and self._server_side):
+            transport.resume_reading()
 
     def _account(self, held: int, budget: FrameBudget) -> bool:
         """Count this connection's partial frame in the budget; False if it was cut off."""
@@ -176,8 +206,15 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._server_side and self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+        transport = self._transport
+        # While commands wait for a turn, the last of those turns resumes reading.
+        if (
+            self._server_side
+            and self._deferred is None
+            and transport is not None
+            and not transport.is_closing()
+        ):
+            transport.resume_reading()
         self._wake_drain_waiters()
 
     def connection_lost(self, exc: Exception | None) -> None:
