@@ -236,7 +236,6 @@ class Broker:
         handlers.register(self.table)
         self._drain_sends = handlers.send.drain
         self.server.add_close_listener(self.clients.channel_closed)
-        self.server.add_close_listener(handlers.send.connection_closed)
 
     def _start_tasks(self, store: FileMessageStore) -> None:
         config = self.config
