@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from apogee.protocol.headers import PullMessageRequestHeader
-from apogee.remoting.dispatch import RequestContext, ResponseBatch
+from apogee.remoting.dispatch import RequestContext, Responder, ResponseBatch
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class PullHoldService:
         self._resume = resume
         # insertion-ordered dicts: a pull leaves in O(1) however many wait
         self._held: dict[tuple[str, int], dict[HeldPull, None]] = {}
-        self._by_connection: dict[Hashable, dict[HeldPull, None]] = {}
+        self._by_connection: dict[Responder, dict[HeldPull, None]] = {}
         self._count = 0
         self._ready: list[HeldPull] = []
         self._scheduled = False
@@ -97,7 +97,7 @@ class PullHoldService:
         timeout_s: float,
     ) -> bool:
         """Park a pull; False (nothing parked) when a bound is reached."""
-        conn = ctx.connection
+        conn = ctx.responder
         mine = self._by_connection.get(conn)
         if self._count >= self.max_parked or (
             mine is not None and len(mine) >= self.max_per_connection
@@ -128,7 +128,7 @@ class PullHoldService:
         del waiting[pull]
         if not waiting:
             del self._held[key]
-        conn = pull.ctx.connection
+        conn = pull.ctx.responder
         mine = self._by_connection.get(conn)
         if mine is not None:
             mine.pop(pull, None)
@@ -139,7 +139,7 @@ class PullHoldService:
             pull.timer.cancel()
         return True
 
-    def connection_closed(self, conn: Hashable) -> None:
+    def connection_closed(self, conn: Responder) -> None:
         """Drop the pulls parked by a connection that closed (nobody will read them)."""
         mine = self._by_connection.get(conn)
         if mine:
@@ -187,7 +187,7 @@ class PullHoldService:
         ready, self._ready = self._ready, []
         with ResponseBatch() as batch:  # a consumer's woken queues answered in one send
             for pull in ready:
-                if pull.ctx.connection.closed:
+                if pull.ctx.responder.closed:
                     continue
                 batch.hold(pull.ctx)
                 self._run(pull)

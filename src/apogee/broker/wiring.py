@@ -79,11 +79,11 @@ log = logging.getLogger(__name__)
 
 
 class BrokerView(Protocol):
-    """What the metrics read of a broker (its parts, once started)."""
+    """What the metrics read of a started broker."""
 
     config: BrokerConfig
     metrics_exporter: PromExporter | None
-    stats: BrokerStats | None
+    stats: BrokerStats
     topics: TopicConfigManager
     groups: SubscriptionGroupManager
     offsets: ConsumerOffsetManager
@@ -393,7 +393,7 @@ def start_metrics(config: BrokerConfig, build: Build) -> PromExporter | None:
 
 def broker_metrics(broker: BrokerView, store: FileMessageStore) -> BrokerMetrics | None:
     """The families of a started broker, and the storage size read on the HTTP thread."""
-    if broker.metrics_exporter is None or broker.stats is None:
+    if broker.metrics_exporter is None:
         return None
     metrics = BrokerMetrics(
         broker.config, store=store, stats=broker.stats, topics=broker.topics,

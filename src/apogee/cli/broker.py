@@ -55,6 +55,7 @@ def broker(
     log_level: str,
 ) -> None:
     """Run a broker: store messages and serve producers and consumers."""
+    from apogee.broker.base import BrokerBase  # noqa: PLC0415
     from apogee.broker.broker import Broker  # noqa: PLC0415
     from apogee.errors import ConfigError  # noqa: PLC0415
 
@@ -64,15 +65,20 @@ def broker(
     describe_broker(config, config_path, log_file)
     with recovery_progress() as progress:
         try:  # reads plain_acl.yml and TLS files: bad ones are usage errors
-            server = Broker(config, recovery_progress=progress)
+            base = BrokerBase.build(config)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
+        started: list[Broker] = []
 
         async def start() -> None:
-            await server.start()
+            started.append(await Broker.open_from(base, recovery_progress=progress))
             progress.done()
 
-        run_service(start, server.stop)
+        async def stop() -> None:
+            for broker in started:
+                await broker.stop()
+
+        run_service(start, stop)
 
 
 class _RecoveryBar:

@@ -53,6 +53,7 @@ def standalone(
 ) -> None:
     """Run a name server and a broker in one process (9876 and 10911)."""
     from apogee._util.props import load_properties  # noqa: PLC0415
+    from apogee.broker.base import BrokerBase  # noqa: PLC0415
     from apogee.broker.broker import Broker  # noqa: PLC0415
     from apogee.cli.broker import describe_broker, load_config, recovery_progress  # noqa: PLC0415
     from apogee.namesrv.config import NamesrvConfig  # noqa: PLC0415
@@ -76,11 +77,13 @@ def standalone(
                  config_path)  # fmt: skip
     with recovery_progress() as progress:
         namesrv = NameServer(namesrv_config)
-        broker = Broker(config, recovery_progress=progress)
+        base = BrokerBase.build(config)
+        started: list[Broker] = []
 
         async def start() -> None:
             await namesrv.start()
-            await broker.start()
+            broker = await Broker.open_from(base, recovery_progress=progress)
+            started.append(broker)
             progress.done()
             if broker.metrics_exporter is not None:  # one /metrics for both servers
                 broker.metrics_exporter.add(namesrv.metrics().build)
@@ -88,7 +91,8 @@ def standalone(
                      ns_host, namesrv.port, broker.address, ns_reach, namesrv.port)  # fmt: skip
 
         async def stop() -> None:
-            await broker.stop()  # unregisters while the name server still listens
+            for broker in started:
+                await broker.stop()  # unregisters while the name server still listens
             await namesrv.stop()
 
         run_service(start, stop)

@@ -167,7 +167,7 @@ class TransactionCheckHandler:
         )
         end = RemotingCommand.oneway(RequestCode.END_TRANSACTION, answer.to_ext())
         end.remark = remark
-        await ctx.connection.invoke_oneway(end)
+        await ctx.require_channel().invoke_oneway(end)
         self.answered += 1
         return None
 

@@ -128,7 +128,7 @@ class NamesrvHandlers:
             data_version=body.wrapper.data_version if body else None,
             topic_configs=body.wrapper.topic_config_table if body else None,
             filter_server_list=list(body.filter_server_list) if body else None,
-            channel=ctx.connection,
+            channel=ctx.require_channel(),
             timeout_ms=timeout,
         )
         answer = h.RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr)

@@ -6,7 +6,7 @@ The hot path is an asyncio.Protocol (no streams).
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig, ServerConfig
 from apogee.remoting.connection import Connection
-from apogee.remoting.dispatch import HandlerTable, RequestContext, ResponseBatch
+from apogee.remoting.dispatch import HandlerTable, RequestContext, Responder, ResponseBatch
 from apogee.remoting.runner import run
 from apogee.remoting.server import RemotingServer
 
@@ -17,6 +17,7 @@ __all__ = [
     "RemotingClient",
     "RemotingServer",
     "RequestContext",
+    "Responder",
     "ResponseBatch",
     "ServerConfig",
     "run",

@@ -2,8 +2,9 @@
 """One TCP connection carrying remoting frames in both directions.
 
 Owns: the asyncio.Protocol that feeds a FrameDecoder, the pending table
-opaque -> future for requests this side sent, dispatch of requests the peer
-sent, write flow control and the idle timer.
+opaque -> future for requests this side sent, handing requests the peer sent
+to dispatch (it is their ``dispatch.Responder``), write flow control and the
+idle timer.
 
 Invariants:
 * Opaques are allocated here, per connection, masked to a non-negative int32;
@@ -42,7 +43,7 @@ from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutError
 from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
-from apogee.remoting.dispatch import HandlerTable, RequestContext
+from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ class Connection(asyncio.Protocol):
         refuse: str | None = None,
         sign: Signer | None = None,
     ) -> None:
-        self._handlers = handlers
+        # With no table every request is answered REQUEST_CODE_NOT_SUPPORTED, by dispatch.
+        self._handlers = handlers if handlers is not None else HandlerTable()
         self._decoder = FrameDecoder(max_frame_bytes)
         self._idle_timeout_s = idle_timeout_s
         self._high_water = write_high_water_bytes
@@ -89,7 +91,8 @@ class Connection(asyncio.Protocol):
         self._last_activity = self._loop.time()
         self._closed = self._loop.create_future()
         self.accepting_requests = True
-        self.peer = "?"
+        self.peer = "?"  # "host:port", for logs
+        self.peer_address: tuple[str, int] = ("", 0)
         self._budget = budget
         self._held = 0  # bytes of a partial frame counted in the budget
         #: loop time when the current partial frame began (0.0: none)
@@ -97,11 +100,6 @@ class Connection(asyncio.Protocol):
         self._max_write = max_write_buffer_bytes
         self._refuse = refuse  # why to close at once (too many connections)
         self._deferred: list[RemotingCommand] | None = None  # decoded, for a later turn
-
-    @property
-    def handlers(self) -> HandlerTable | None:
-        """The table this connection dispatches requests to (None: it serves none)."""
-        return self._handlers
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -111,6 +109,7 @@ class Connection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer_address = (str(peer[0]), int(peer[1]))
             self.peer = f"{peer[0]}:{peer[1]}"
         if self._refuse is not None:
             log.warning("refusing connection from %s: %s", self.peer, self._refuse)
@@ -252,13 +251,10 @@ class Connection(asyncio.Protocol):
             fut.set_result(cmd)
 
     def _on_request(self, cmd: RemotingCommand) -> None:
-        ctx = RequestContext(self, cmd)
+        ctx = self._handlers.context(self, cmd, channel=self)
         if not self.accepting_requests:
             remark = "[REJECTREQUEST] the server is shutting down"
             ctx.respond(cmd.make_response(ResponseCode.SYSTEM_BUSY, remark))
-        elif self._handlers is None:
-            remark = f" request type {cmd.code} not supported"
-            ctx.respond(cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark))
         else:
             self._handlers.dispatch(ctx)
 

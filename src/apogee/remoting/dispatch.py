@@ -1,13 +1,17 @@
 # cython: language_level=3
 """Incoming-request dispatch: request code -> handler, with per-group limits.
 
-Owns: RequestContext (what a handler gets besides the request), HandlerTable
-and its named groups. Used on both sides: a server dispatches client requests,
-a client dispatches the requests a broker sends it.
+Owns: Responder (the little a request needs of the transport to be
+answered), RequestContext (what a handler gets besides the request),
+HandlerTable and its named groups. Used on both sides: a server dispatches
+client requests, a client dispatches the requests a broker sends it.
+Dispatch knows the transport only as a Responder, so a handler that only
+answers runs as well on a fake one.
 
 Rules (NettyRemotingAbstract.processRequestCommand):
 * No handler for the code: REQUEST_CODE_NOT_SUPPORTED (3), remark
-  ``" request type <code> not supported"``.
+  ``" request type <code> not supported"``; answered here only, also for a
+  connection that serves no handlers at all.
 * A group already running ``concurrency`` handlers with ``queue_capacity``
   more waiting: SYSTEM_BUSY (2), remark starting ``[OVERLOAD]``.
 * A handler that raises: the exception's ``code`` if it is an ApogeeError,
@@ -34,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from apogee.codes import LanguageCode, ResponseCode, SerializeType
 from apogee.errors import ApogeeError, ConfigError
@@ -52,23 +56,73 @@ AsyncHandler: TypeAlias = Callable[
 Handler: TypeAlias = SyncHandler | AsyncHandler
 #: request, peer "host:port" -> None to go on, or the answer that refuses it
 Guard: TypeAlias = Callable[[RemotingCommand, str], RemotingCommand | None]
+#: told of every answer written, with the request's context
+Observer: TypeAlias = Callable[["RequestContext", RemotingCommand], None]
 
 DEFAULT_GROUP = "default"
 
 
+class Responder(Protocol):
+    """What answering a request needs of the transport it came on."""
+
+    @property
+    def peer_address(self) -> tuple[str, int]:
+        """The peer's (host, port)."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more can be written (parked requests check it)."""
+        ...
+
+    def send_response(self, response: RemotingCommand) -> bool:
+        """Write a finished answer; False if the transport was closed."""
+        ...
+
+    def hold_writes(self) -> bool:
+        """Gather writes until ``release_writes``; False if already held."""
+        ...
+
+    def release_writes(self) -> None:
+        """Write everything gathered since ``hold_writes`` at once."""
+        ...
+
+
 class RequestContext:
-    """One request in flight: where it came from and how to answer it."""
+    """One request in flight: where it came from and how to answer it.
 
-    __slots__ = ("connection", "request", "started")
+    ``responder`` is all dispatch and answering use. ``channel`` is the
+    full connection, None when the request came another way (tests): for
+    the handlers that keep it as a client's channel or send requests on it.
+    """
 
-    def __init__(self, connection: Connection, request: RemotingCommand) -> None:
-        self.connection = connection
+    __slots__ = ("channel", "observer", "request", "responder", "started")
+
+    def __init__(
+        self,
+        responder: Responder,
+        request: RemotingCommand,
+        *,
+        channel: Connection | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.responder = responder
         self.request = request
+        self.channel = channel
+        self.observer = observer
         self.started = time.perf_counter()  # for the latency of the answer
 
     @property
     def peer(self) -> str:
-        return self.connection.peer
+        """The peer as "host:port", for logs and the guard."""
+        host, port = self.responder.peer_address
+        return f"{host}:{port}"
+
+    def require_channel(self) -> Connection:
+        """The connection the request came on; SYSTEM_ERROR when there is none."""
+        if self.channel is None:
+            raise ApogeeError(f"request code {self.request.code} came on no connection")
+        return self.channel
 
     def respond(self, response: RemotingCommand) -> bool:
         """Write ``response`` as the answer to this request; False if not written.
@@ -82,14 +136,13 @@ class RequestContext:
         response.flag |= FLAG_RESPONSE
         if request.language == LanguageCode.CPP:
             response.serialize_type = SerializeType.JSON
-        table = self.connection.handlers
-        if table is not None and table.observer is not None:
-            table.observer(self, response)
-        return self.connection.send_response(response)
+        if self.observer is not None:
+            self.observer(self, response)
+        return self.responder.send_response(response)
 
 
 class ResponseBatch:
-    """Answers to many requests at once, one writelines per connection.
+    """Answers to many requests at once, one writelines per responder.
 
     For answers that become ready together outside a read, such as every
     send a group commit's sync covered or the parked pulls one dispatch
@@ -100,24 +153,24 @@ class ResponseBatch:
     __slots__ = ("_held",)
 
     def __init__(self) -> None:
-        self._held: list[Connection] = []
+        self._held: list[Responder] = []
 
     def __enter__(self) -> ResponseBatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
         held, self._held = self._held, []
-        for connection in held:
+        for responder in held:
             try:
-                connection.release_writes()
+                responder.release_writes()
             except Exception:  # one broken transport must not keep the others' answers
-                log.exception("cannot write the held answers to %s", connection.peer)
+                log.exception("cannot write the held answers to %s", responder.peer_address)
 
     def hold(self, ctx: RequestContext) -> None:
-        """Whatever is written to ``ctx``'s connection waits for the batch to close."""
-        connection = ctx.connection
-        if connection.hold_writes():
-            self._held.append(connection)
+        """Whatever is written to ``ctx``'s responder waits for the batch to close."""
+        responder = ctx.responder
+        if responder.hold_writes():
+            self._held.append(responder)
 
     def respond(self, ctx: RequestContext, response: RemotingCommand) -> bool:
         """``ctx.respond(response)``, written when the batch closes.
@@ -157,7 +210,7 @@ class HandlerTable:
         self.guard: Guard | None = None
         self.add_group(DEFAULT_GROUP, concurrency=64, queue_capacity=10_000)
         #: told of every answer written (see the module docstring)
-        self.observer: Callable[[RequestContext, RemotingCommand], None] | None = None
+        self.observer: Observer | None = None
 
     def add_group(self, name: str, *, concurrency: int, queue_capacity: int) -> None:
         if concurrency < 1 or queue_capacity < 0:
@@ -192,7 +245,14 @@ class HandlerTable:
 
     # -- dispatch ---------------------------------------------------------------
 
+    def context(
+        self, responder: Responder, request: RemotingCommand, channel: Connection | None = None
+    ) -> RequestContext:
+        """A context for ``request`` whose answers this table's observer sees."""
+        return RequestContext(responder, request, channel=channel, observer=self.observer)
+
     def dispatch(self, ctx: RequestContext) -> None:
+        """Run the handler of ``ctx.request``, or answer that there is none."""
         request = ctx.request
         if self.guard is not None and self._refused(ctx):
             return
@@ -277,8 +337,7 @@ class HandlerTable:
 def _error_response(ctx: RequestContext, exc: Exception) -> RemotingCommand:
     request = ctx.request
     if isinstance(exc, ApogeeError):
-        table = ctx.connection.handlers
-        if table is None or table.observer is None:  # else the observer logs the refusal
+        if ctx.observer is None:  # else the observer logs the refusal
             log.warning("request code %d from %s failed: %s", request.code, ctx.peer, exc)
         code = exc.code
     else:

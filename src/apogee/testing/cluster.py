@@ -102,8 +102,7 @@ async def run_broker(
     store_dir: Path, namesrv_addr: str = "", **overrides: Any
 ) -> AsyncIterator[Broker]:
     """A started Broker (``test_broker_config`` with ``overrides``); ``broker.address``."""
-    broker = Broker(test_broker_config(store_dir, namesrv_addr, **overrides))
-    await broker.start()
+    broker = await Broker.open(test_broker_config(store_dir, namesrv_addr, **overrides))
     try:
         yield broker
     finally:

@@ -38,8 +38,7 @@ class Cluster:
             await self.api.send(
                 self.broker.address, "broker-a", msg, queue_id=queue_id, producer_group="pg"
             )
-        assert self.broker._dispatch is not None
-        self.broker._dispatch.drain()
+        self.broker.dispatch.drain()
 
 
 @pytest.fixture

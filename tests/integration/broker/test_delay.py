@@ -52,7 +52,7 @@ async def test_each_level_delivers_on_time_in_order_with_the_properties_kept(
 ) -> None:
     api = BrokerApi(client, timeout_s=5)
     async with run_broker(tmp_path / "s", store={"message_delay_level": LEVELS}) as broker:
-        assert broker.schedule is not None and broker.schedule.running
+        assert broker.schedule.running
         for i in range(4):
             for level in (3, 1, 2):
                 await send_delayed(api, broker, f"L{level}-{i}".encode(), level)

@@ -50,7 +50,7 @@ async def test_query_by_key_and_by_unique_key(broker: Broker, client: RemotingCl
     await send(client, broker.address, "T1", b"one", keys="order-1 shared", uniq="U1")
     await send(client, broker.address, "T1", b"two", keys="order-2 shared", uniq="U2")
     await send(client, broker.address, "T2", b"other topic", keys="order-1", uniq="U3")
-    broker._dispatch.drain()  # type: ignore[union-attr]  # index entries are written by dispatch
+    broker.dispatch.drain()  # index entries are written by dispatch
 
     by_key = await client.invoke(broker.address, query("T1", "order-1"))
     shared = await client.invoke(broker.address, query("T1", "shared"))

@@ -64,8 +64,7 @@ async def test_a_scrape_reports_traffic_lag_store_and_rpc(
     for i in range(5):
         answer = await send(client, addr, "Metered", b"x" * (100 + i), queue_id=0)
         assert answer.code == ResponseCode.SUCCESS
-    assert broker._dispatch is not None
-    broker._dispatch.drain()
+    broker.dispatch.drain()
     pulled = await pull(client, addr, "Metered", 0, 0, group="readers", max_msgs=3)
     assert pulled.code == ResponseCode.SUCCESS
     commit = RemotingCommand.request(

@@ -60,7 +60,7 @@ class Harness:
         self.table.register(INLINE, self.inline)
 
     async def echo(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
-        self.connections.append(ctx.connection)
+        self.connections.append(ctx.require_channel())
         return req.make_response(ext_fields=dict(req.ext_fields), body=req.body_bytes())
 
     async def slow(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:

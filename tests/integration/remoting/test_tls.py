@@ -41,7 +41,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CertFiles]:
 
 def echo_table() -> HandlerTable:
     async def echo(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
-        tls = ctx.connection._transport.get_extra_info("ssl_object") is not None  # type: ignore[union-attr]
+        tls = ctx.require_channel()._transport.get_extra_info("ssl_object") is not None  # type: ignore[union-attr]
         return req.make_response(ext_fields={"tls": str(tls).lower()}, body=req.body_bytes())
 
     table = HandlerTable()

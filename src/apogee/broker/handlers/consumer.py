@@ -61,7 +61,7 @@ class HeartbeatHandler:
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         heartbeat = decode_heartbeat(request.body_bytes())
-        channel = ctx.connection
+        channel = ctx.require_channel()
         language, version = request.language.name, request.version
         for consumer in heartbeat.consumers:
             config = self._groups.find_or_create(consumer.group_name)
@@ -90,10 +90,11 @@ class UnregisterClientHandler:
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+        channel = ctx.require_channel()
         if header.producer_group:
-            self._clients.unregister_producer(header.producer_group, ctx.connection)
+            self._clients.unregister_producer(header.producer_group, channel)
         if header.consumer_group:
-            self._clients.unregister_consumer(header.consumer_group, ctx.connection)
+            self._clients.unregister_consumer(header.consumer_group, channel)
         return request.make_response()
 
 

@@ -73,7 +73,6 @@ from apogee.model.topic import (
 )
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
-from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import RequestContext, ResponseBatch
 from apogee.store.config import FlushDiskType
 from apogee.store.interface import MessageStore
@@ -202,7 +201,6 @@ class SendHandler:
         self._trace_on = "true" if settings.trace_on else "false"
         self._ready: dict[str, TopicConfig] = {}  # topics that passed msgCheck
         topics.add_listener(self._ready.clear)
-        self._born: dict[Connection, HostPort] = {}
         self._flushing: dict[Future[PutStatus], list[Waiter]] = {}
 
     # -- entry -----------------------------------------------------------------
@@ -289,15 +287,7 @@ class SendHandler:
     # -- putting -----------------------------------------------------------------
 
     def _born_host(self, ctx: RequestContext) -> HostPort:
-        conn = ctx.connection
-        host = self._born.get(conn)
-        if host is None:
-            address, _, port = conn.peer.rpartition(":")
-            host = self._born[conn] = (address, int(port) if port.isdigit() else 0)
-        return host
-
-    def connection_closed(self, conn: Connection) -> None:
-        self._born.pop(conn, None)
+        return ctx.responder.peer_address
 
     def _properties(self, header: SendMessageRequestHeader) -> str:
         props = header.properties or ""
