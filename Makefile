@@ -52,8 +52,8 @@ $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 # The compiled kernels must have been built here: their tests fail, not skip.
-# Then the unit tests and the request path's tests once more on the interpreted sources,
-# which are what runs where no C compiler is at hand.
+# Then the unit tests and the request path's tests once more on the interpreted sources
+# (no Cython modules, no C kernels), which are what runs where no C compiler is at hand.
 INTERPRETED_TESTS := tests/unit tests/integration/remoting tests/integration/broker/test_send.py \
 	tests/integration/broker/test_pull.py tests/integration/client/test_producer.py \
 	tests/integration/client/test_push_consumer.py

@@ -90,19 +90,3 @@ def test_without_the_switch_the_extension_wins_the_import() -> None:
             pytest.fail("apogee.model.received was not compiled")
         pytest.skip("not compiled here")
     assert _probe(pure=False) == "True False False"
-
-
-def test_compiled_coroutine_functions_are_recognised_as_such() -> None:
-    """The handler table tells async handlers apart with ``inspect``, compiled ones too."""
-    import inspect  # noqa: PLC0415
-
-    from apogee.client import producer  # noqa: PLC0415  # a compiled module with async defs
-
-    if not is_compiled(producer):
-        if REQUIRED:
-            pytest.fail("apogee.client.producer was not compiled")
-        pytest.skip("apogee.client.producer runs from its source here")
-    send = producer.Producer.send
-    assert not isinstance(send, FunctionType)  # a Cython function, not Python's own
-    assert inspect.iscoroutinefunction(send)
-    assert not inspect.iscoroutinefunction(producer.Producer.__init__)

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Parked pulls (RocketMQ PullRequestHoldService): answer when a message arrives or time is up.
 
 Owns: pulls that found nothing and may wait (SUSPEND bit), keyed by

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The broker's background work as small start/stop objects on the event loop.
 
 Owns: DispatchDriver (moves the store's dispatch cursor right after puts,

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Messages and bytes through the broker, per topic: what the metrics and statsAll read.
 
 Owns: ``Traffic``, counters the send and pull handlers bump for every

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Typed calls to one broker, addressed by "host:port".
 
 Owns: BrokerApi, one coroutine per broker request a producer, consumer or

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Concurrent consumption: messages of any queue handled as they come, in any order.
 
 Owns: :class:`ConcurrentService`, which a PushConsumer without ``orderly``

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """What the push and lite pull consumers share: membership, rebalancing, the queues read.
 
 Owns: :class:`ConsumerCore`, the base of PushConsumer and LitePullConsumer.

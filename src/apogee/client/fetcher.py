@@ -1,4 +1,3 @@
-# cython: language_level=3
 """One queue's pull loop: long polling, flow control, the broker the pull goes to.
 
 Owns: :class:`Fetcher`, the task that keeps pulling one assigned queue for a

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Send latency fault tolerance: which brokers a producer avoids for a while, and how long.
 
 Owns: the latency -> not-available table of RocketMQ 4.x (MQFaultStrategy) and

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """What a producer does to messages before they go out: checks, compression, batch bodies.
 
 Owns: ``check_message`` and ``check_batch`` (RocketMQ's client-side

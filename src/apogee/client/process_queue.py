@@ -1,4 +1,3 @@
-# cython: language_level=3
 """What a push consumer holds of one queue: the messages pulled and not yet done.
 
 Owns: :class:`ProcessQueue`, RocketMQ's ProcessQueue without its locks (one

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The asyncio producer: one message, a batch, ordered, oneway.
 
 Owns: Producer and ProducerConfig (Java DefaultMQProducer's settings, in

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Where a producer may send a topic's messages, and which queue the next send takes.
 
 Owns: PublishInfo (a topic's writable queues on master brokers, from its

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """A client's view of the cluster: topic routes, publish queues and broker addresses.
 
 Owns: RouteCache, which fetches routes from the name servers (NamesrvApi

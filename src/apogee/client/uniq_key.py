@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Producer-side unique message ids (the UNIQ_KEY property).
 
 Owns: ``new_uniq_key`` and ``new_uniq_keys`` (many at once, for batches).

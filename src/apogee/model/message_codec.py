@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Binary layout of a stored message (a commit-log record) and of batch bodies.
 
 Owns: encoding a record straight into a caller's buffer, decoding and

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The remoting command: one request or response, independent of its encoding.
 
 Owns: ``RemotingCommand`` and the rules for building requests, oneway requests

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Remoting frames: command -> buffers, and a stream decoder for bytes -> commands.
 
 Owns: the length-prefixed frame format and the frame size limit.

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """JSON command header (serialize type 0), with RocketMQ's JSON quirks in one place.
 
 Owns: header dict <-> RemotingCommand.

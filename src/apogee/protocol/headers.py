@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Typed custom headers: one dataclass per RocketMQ header class <-> ext-field map.
 
 Owns: the exact ext-field names of every request/response header a 4.x

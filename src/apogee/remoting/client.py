@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The connecting side: a pool of connections keyed by "host:port".
 
 Owns: RemotingClient (lazy connect under a per-address lock, connect

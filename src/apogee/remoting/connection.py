@@ -1,4 +1,3 @@
-# cython: language_level=3
 """One TCP connection carrying remoting frames in both directions.
 
 Owns: the asyncio.Protocol that feeds a FrameDecoder, the pending table

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Incoming-request dispatch: request code -> handler, with per-group limits.
 
 Owns: Responder (the little a request needs of the transport to be

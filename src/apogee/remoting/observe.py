@@ -1,4 +1,3 @@
-# cython: language_level=3
 """What a server's answers say about its clients: refusals and latency.
 
 Owns: ``RequestObserver``, told of every answer a server writes

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The commit log: every message of every topic, appended in arrival order.
 
 Owns: appending single messages, batches and raw replicated bytes; assigning

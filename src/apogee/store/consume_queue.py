@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Consume queues: per topic-queue indexes of 20-byte units into the commit log.
 
 Owns: one ConsumeQueue per (topic, queue id) under

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """What the commit log tells its derived stores about each record.
 
 Owns: DispatchRequest (one per stored record, built either at append time or

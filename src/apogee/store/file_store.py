@@ -1,4 +1,3 @@
-# cython: language_level=3
 """FileMessageStore: the commit log, consume queues and their services, composed.
 
 Owns: opening a store directory (lock, load, recover, abort file), the

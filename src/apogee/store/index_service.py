@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The message index: a directory of IndexFiles answering "which records carry key K".
 
 Owns: the ``<root>/index`` directory — which keys of a record are indexed,

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The reput cursor: feeds consume queues and extra dispatchers from the log.
 
 Owns: the dispatched-offset cursor and one step function that moves it.

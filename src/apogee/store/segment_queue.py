@@ -1,4 +1,3 @@
-# cython: language_level=3
 """An ordered run of equal-size segments addressed by global offset.
 
 Owns: one directory of segment files (RocketMQ MappedFileQueue): loading it,

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """PULL_MESSAGE: checks, the subscription, store.get, the status table, long polling.
 
 Owns: RocketMQ PullMessageProcessor's rules.

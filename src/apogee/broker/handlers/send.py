@@ -1,4 +1,3 @@
-# cython: language_level=3
 """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: checks, store.put, the answer.
 
 Owns: RocketMQ's msgCheck (permissions, topic name, auto-creation, queue
