@@ -17,10 +17,10 @@ Actions (``"action"`` in the spec; ``namesrv`` is required, everything else has 
   ``order_key`` (orderly: queue = key % queue count, default the index); ``batch_size``;
   ``send_timeout_ms``; ``compress_over``; ``compress_level``; ``max_message_size``;
   ``linger_s`` (stay alive after the last send); ``retry_failed_sends`` (sync and orderly:
-  send a failed message again up to this many times, default 0, as an application would
-  when the client's own connection-table lock times out). One ``sent`` or ``send_failed``
-  line per message (per batch for ``batch``), and a ``send_retried`` line per retried
-  attempt.
+  send a failed message again, a second later, up to this many times, default 0, as an
+  application would when the client's own connection-table lock times out). One ``sent``
+  or ``send_failed`` line per message (per batch for ``batch``), and a ``send_retried``
+  line per retried attempt.
 * ``push_consume`` -- ``group``; ``topic``; ``expression``; ``model`` clustering | broadcasting;
   ``orderly``; ``fail_first_n`` / ``fail_always`` (answer RECONSUME_LATER); ``thread_count``;
   ``batch_max_size``; ``max_reconsume_times`` (refused: the bundled library has no setter);
@@ -489,6 +489,9 @@ def produce(lib: Lib, spec: Spec) -> int:
                 last = attempt == retries
                 if send_one(lib, spec, producer, topic, index=index, mode=mode, last=last):
                     break
+                # The lock stays taken while the client's own thread connects to a
+                # broker that is down: give that attempt time to end before retrying.
+                time.sleep(1.0)
             else:
                 failed += 1
     linger = spec.number("linger_s", 0.0)

@@ -73,10 +73,10 @@ async def test_one_name_server_and_one_master_die_and_clients_go_on(tmp_path: Pa
                 # while its own background thread connects to a broker that came back.
                 await admin.wipe_write_perm("broker-a")
                 before = await _puts(api, procs["a-m"])
-                await produce(both, TOPIC, 40, body="drained-{i}", retry_failed_sends=2)
+                await produce(both, TOPIC, 40, body="drained-{i}", retry_failed_sends=4)
                 assert await _puts(api, procs["a-m"]) == before, "a drained master took sends"
                 await admin.add_write_perm("broker-a")
-                await produce(both, TOPIC, 40, body="back-{i}", retry_failed_sends=2)
+                await produce(both, TOPIC, 40, body="back-{i}", retry_failed_sends=4)
                 assert await _puts(api, procs["a-m"]) > before
 
             consumer = await start_cpp(
@@ -93,7 +93,7 @@ async def test_one_name_server_and_one_master_die_and_clients_go_on(tmp_path: Pa
                 # the C++ producer: its first name server is dead, one master is gone
                 run = await run_cpp(
                     {"action": "produce", "namesrv": both, "topic": TOPIC, "count": 100,
-                     "body": "after-{i}", "send_timeout_ms": 2000, "retry_failed_sends": 2},
+                     "body": "after-{i}", "send_timeout_ms": 2000, "retry_failed_sends": 4},
                     timeout_s=60,
                 )  # fmt: skip
                 assert run.returncode == 0, run.describe()
