@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import re
 import signal
@@ -60,7 +61,16 @@ async def serve_until_signalled(
             loop.remove_signal_handler(sig)
 
 
+#: The cycle collector's thresholds (Python's defaults: 700, 10, 10). With hundreds of
+#: thousands of parked pulls or requests in flight, the default ones run collections that
+#: walk all of them again and again, each a pause of hundreds of milliseconds for every
+#: client (200k parked pulls: another client's p99 361 ms, 50 ms with these). The request
+#: path makes few reference cycles, so collecting less often costs little memory.
+GC_THRESHOLD = (20_000, 5, 100)
+
+
 def run_service(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
+    gc.set_threshold(*GC_THRESHOLD)
     try:
         run(serve_until_signalled(start, stop))
     except (OSError, StoreError, ConfigError) as exc:
