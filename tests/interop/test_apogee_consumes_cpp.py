@@ -14,16 +14,17 @@ from collections.abc import Iterator
 import pytest
 
 from apogee.client import Message, Producer, PushConsumer, ReceivedMessage
-from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.cluster import BrokerProcess, broker_processes, eventually
 from tests.harness.cpp import start_cpp
-from tests.interop.helpers import process_cluster, produce
+from tests.interop.helpers import produce
 
 pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
-    yield from process_cluster(tmp_path_factory.mktemp("cpp-to-py"))
+    with broker_processes(tmp_path_factory.mktemp("cpp-to-py")) as found:
+        yield found
 
 
 async def test_a_cpp_producers_messages_reach_an_apogee_consumer_whole(

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess
+from apogee.testing.cluster import BrokerProcess, NamesrvProcess, broker_processes
 from tests.harness.cpp import CppProcess, CppRun, run_cpp, start_cpp
-from tests.interop.helpers import process_cluster, produce
+from tests.interop.helpers import produce
 
 pytestmark = pytest.mark.interop
 
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.interop
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
     """One name server and one broker for the module; each test uses its own topics."""
-    yield from process_cluster(tmp_path_factory.mktemp("cpp-cluster"))
+    with broker_processes(tmp_path_factory.mktemp("cpp-cluster")) as found:
+        yield found
 
 
 async def pull_all(namesrv: str, topic: str, until: int, **spec: Any) -> CppRun:

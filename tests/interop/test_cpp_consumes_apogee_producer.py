@@ -16,16 +16,16 @@ import pytest
 
 from apogee.client import Message, Producer, select_by_hash
 from apogee.client.selectors import java_hash
-from apogee.testing.cluster import BrokerProcess
+from apogee.testing.cluster import BrokerProcess, broker_processes
 from tests.harness.cpp import CppRun, run_cpp
-from tests.interop.helpers import process_cluster
 
 pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
-    yield from process_cluster(tmp_path_factory.mktemp("py-to-cpp"))
+    with broker_processes(tmp_path_factory.mktemp("py-to-cpp")) as found:
+        yield found
 
 
 async def consume(namesrv: str, topic: str, until: int, **spec: object) -> CppRun:

@@ -22,9 +22,9 @@ from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.topic import TopicConfig
 from apogee.protocol.bodies import LockBatchRequestBody
-from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.cluster import BrokerProcess, broker_processes, eventually
 from tests.harness.cpp import CppProcess, Line, run_cpp, start_cpp
-from tests.interop.helpers import process_cluster, produce
+from tests.interop.helpers import produce
 
 pytestmark = pytest.mark.interop
 
@@ -34,7 +34,10 @@ CLUSTER = "DefaultCluster"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
-    yield from process_cluster(tmp_path_factory.mktemp("cpp-retry"), {"messageDelayLevel": LEVELS})
+    with broker_processes(
+        tmp_path_factory.mktemp("cpp-retry"), {"messageDelayLevel": LEVELS}
+    ) as found:
+        yield found
 
 
 async def prepare_group(namesrv: str, group: str, **config: Any) -> None:

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -262,6 +262,23 @@ class BrokerProcess(_Process):
         if self.wait_registration:
             first = self.namesrv_addr.replace(",", ";").split(";")[0].strip()
             wait_registered(first, self.address, timeout_s=timeout_s)
+
+
+@contextmanager
+def broker_processes(
+    root: Path, properties: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, BrokerProcess]]:
+    """(name server address, broker-a): one ``apogee namesrv`` and one ``apogee broker``.
+
+    The broker gets ``properties``; it must stop cleanly (exit 0) when the block ends.
+    """
+    with NamesrvProcess(root / "ns") as ns:
+        broker = BrokerProcess(root / "store", ns.address, properties=properties)
+        broker.start()
+        try:
+            yield ns.address, broker
+        finally:
+            assert broker.stop() == 0, broker.log_text()
 
 
 def wait_registered(

@@ -18,10 +18,9 @@ from apogee.admin.admin_client import AdminClient
 from apogee.client.producer import Producer
 from apogee.model.message import Message
 from apogee.model.topic import TopicConfig
-from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.cluster import BrokerProcess, broker_processes, eventually
 from tests.harness.cpp import CppProcess, start_cpp
 from tests.integration.admin.helpers import AdminCli, json_of
-from tests.interop.helpers import process_cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -30,7 +29,8 @@ TOPIC = "OpsOrders"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BrokerProcess]]:
-    yield from process_cluster(tmp_path_factory.mktemp("ops"))
+    with broker_processes(tmp_path_factory.mktemp("ops")) as found:
+        yield found
 
 
 async def consumer(namesrv: str, group: str, topic: str = TOPIC) -> CppProcess:

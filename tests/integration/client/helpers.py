@@ -1,32 +1,13 @@
 """What the client tests share: reading a topic back whole, a group's committed offset,
-a name server and a broker as ``apogee`` processes."""
+a name server and a broker as ``apogee`` processes (``apogee.testing.cluster``)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
 
 from apogee.client import Producer
 from apogee.client.broker_api import BrokerApi
 from apogee.model.client import MessageQueue
 from apogee.model.message import MessageExt
-from apogee.testing.cluster import BrokerProcess, NamesrvProcess
 from apogee.testing.reading import read_queue
-
-
-@contextmanager
-def broker_processes(
-    root: Path, properties: Mapping[str, str] | None = None
-) -> Iterator[tuple[str, BrokerProcess]]:
-    """(name server address, broker-a): one ``apogee namesrv`` and one ``apogee broker``."""
-    with NamesrvProcess(root / "ns") as ns:
-        broker = BrokerProcess(root / "store", ns.address, properties=properties)
-        broker.start()
-        try:
-            yield ns.address, broker
-        finally:
-            assert broker.stop() == 0, broker.log_text()
 
 
 async def read_topic(api: BrokerApi, addr: str, topic: str, queues: int = 4) -> list[MessageExt]:

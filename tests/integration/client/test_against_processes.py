@@ -40,9 +40,9 @@ from apogee.client import (
     TransactionProducer,
 )
 from apogee.errors import RemotingTimeoutError
-from apogee.testing.cluster import BrokerProcess, eventually
+from apogee.testing.cluster import BrokerProcess, broker_processes, eventually
 from apogee.testing.reading import read_queue
-from tests.integration.client.helpers import broker_processes, committed_offset, read_topic
+from tests.integration.client.helpers import committed_offset, read_topic
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

@@ -21,8 +21,7 @@ from apogee.admin.operations import all_producers
 from apogee.client import Message, MessageQueue, Producer, PushConsumer, ReceivedMessage
 from apogee.client.broker_api import BrokerApi
 from apogee.errors import ApogeeError
-from apogee.testing.cluster import eventually
-from tests.integration.client.helpers import broker_processes
+from apogee.testing.cluster import broker_processes, eventually
 
 
 async def consumer_ids(api: BrokerApi, addr: str, group: str) -> set[str]:

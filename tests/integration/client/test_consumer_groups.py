@@ -23,8 +23,7 @@ import pytest
 from apogee.client import Message, Producer, PushConsumer, ReceivedMessage, select_by_hash
 from apogee.model.client import MessageQueue
 from apogee.model.topic import TopicConfig
-from apogee.testing.cluster import eventually
-from tests.integration.client.helpers import broker_processes
+from apogee.testing.cluster import broker_processes, eventually
 
 pytestmark = pytest.mark.slow
 
