@@ -160,7 +160,8 @@ async def _gather_counted(
     return list(await asyncio.gather(*(counted(c) for c in calls)))
 
 
-def _msg_id_addr(host: str, port: int) -> str:
+def host_port_addr(host: str, port: int) -> str:
+    """``host:port`` as a connection address (``[host]:port`` for IPv6)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -452,7 +453,7 @@ class AdminClient:
                 return await self._by_unique_key(topic, text)
             return await self._by_unique_key_anywhere(kind)
         where = kind
-        addr = _msg_id_addr(where.host, where.port)
+        addr = host_port_addr(where.host, where.port)
         try:
             return await self.broker.view_message(addr, where.offset)
         except (RemotingError, BrokerResponseError):

@@ -312,6 +312,7 @@ def build_handlers(
             config.broker_name,
             store=store,
             topics=p.topics,
+            groups=p.groups,
             offsets=p.offsets,
             clients=p.clients,
             to_clients=to_clients,

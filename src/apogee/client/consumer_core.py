@@ -39,7 +39,7 @@ from apogee.client.offset_store import LocalOffsetStore
 from apogee.client.process_queue import FlowLimits, ProcessQueue
 from apogee.client.rebalance import Rebalancer, diff
 from apogee.client.subscriptions import Subscriptions
-from apogee.errors import ApogeeError, ClientClosedError
+from apogee.errors import ApogeeError, ClientClosedError, ClientError
 from apogee.model.client import ConsumerData, ConsumeType, MessageModel, MessageQueue
 from apogee.model.received import ReceivedMessage
 from apogee.model.subscription import SubscriptionData
@@ -270,6 +270,13 @@ class ConsumerCore:
             "subscriptionSet": [_sub_json(s) for s in self.subscriptions.all()],
             "mqTable": mq_table,
         }
+
+    async def consume_directly(self, msg: ReceivedMessage) -> Mapping[str, object]:
+        """Only a push consumer with a listener can (see ``apogee.client.direct``)."""
+        raise ClientError(
+            f"consumer group {self.config.group} here is a {type(self).__name__} without a "
+            "listener: it has nothing to hand a message to directly"
+        )
 
     async def _announce_subscriptions(self) -> None:
         """Heartbeat the brokers of every subscribed topic now (routes fetched first)."""

@@ -18,7 +18,9 @@ on the instance
   NOTIFY_CONSUMER_IDS_CHANGED -> ``on_consumer_ids_changed()`` (rebalance),
   RESET_CONSUMER_CLIENT_OFFSET -> ``reset_offsets(topic, offsets)``,
   GET_CONSUMER_RUNNING_INFO -> ``running_info()`` (a JSON-ready mapping, the
-  body of the answer: ConsumerRunningInfo's fields).
+  body of the answer: ConsumerRunningInfo's fields),
+  CONSUME_MESSAGE_DIRECTLY -> ``await consume_directly(message)`` (the
+  ConsumeMessageDirectlyResult fields; ClientError when this consumer cannot).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Protocol
 
 from apogee.errors import ClientError
 from apogee.model.client import ConsumerData, HeartbeatData, MessageQueue, ProducerData
+from apogee.model.received import ReceivedMessage
 
 
 class ConsumerMember(Protocol):
@@ -54,6 +57,10 @@ class ConsumerMember(Protocol):
 
     def running_info(self) -> Mapping[str, object]:
         """The state an admin tool asks for (consumerStatus); JSON-ready."""
+        ...
+
+    async def consume_directly(self, msg: ReceivedMessage) -> Mapping[str, object]:
+        """Consume one message an admin handed over; raises ClientError when it cannot."""
         ...
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +36,7 @@ from apogee.client.consumer_config import PushConsumerConfig, allocate_strategy,
 from apogee.client.consumer_config import consume_from as parse_consume_from
 from apogee.client.consumer_config import message_model as parse_message_model
 from apogee.client.consumer_core import PQ, ConsumerCore
+from apogee.client.direct import consume_directly
 from apogee.client.fetcher import Fetcher
 from apogee.client.instance import DEFAULT_INSTANCE_NAME, InstanceConfig
 from apogee.client.listener import Listener, Retrier
@@ -251,6 +252,12 @@ class PushConsumer(ConsumerCore):
         if self._service is None:
             raise ClientClosedError(f"consumer {self.group} is not started (or closed)")
         await self._service.reconsume_later(msg)
+
+    async def consume_directly(self, msg: ReceivedMessage) -> Mapping[str, object]:
+        """An admin hands ``msg`` to this consumer's listener (``apogee.client.direct``)."""
+        if self._listener is None:
+            return await super().consume_directly(msg)
+        return await consume_directly(self._listener, msg, self.group, orderly=self._orderly)
 
     # -- ConsumerCore hooks -----------------------------------------------------------------
 

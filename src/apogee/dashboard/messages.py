@@ -3,9 +3,10 @@
 Owns: finding messages by topic and time range (at most 2,000, queue by
 queue), by key, or by id (an offset message id or a producer's unique key);
 one message's body, properties and place, with the groups that consume its
-topic and how far each got; resending it to a group (through the group's
-retry topic, so its consumers get it again under its own topic); and the
-dead-letter page: every group's dead letters at a glance, one group's
+topic and how far each got; resending it to a group (to one of its online
+consumers directly, as RocketMQ's Dashboard does, or, when none takes it,
+through the group's retry topic: ``apogee.admin.direct.redeliver``); and
+the dead-letter page: every group's dead letters at a glance, one group's
 messages, resending one or all of them.
 """
 
@@ -20,6 +21,7 @@ from starlette.routing import Route
 
 from apogee.admin import operations as ops
 from apogee.admin.admin_client import AdminClient
+from apogee.admin.direct import redeliver
 from apogee.dashboard.app import Page, act
 from apogee.model.message import MessageExt
 
@@ -101,8 +103,7 @@ async def resend(request: Request) -> Response:
     async def run() -> str:
         admin: AdminClient = request.app.state.admin
         msg = await admin.query_msg_by_id(msg_id, topic=form.get("topic") or None)
-        result = await ops.resend(admin, msg, group)
-        return f"resent to {group}: {result.status.value}, offsetMsgId {result.offset_msg_id}"
+        return (await redeliver(admin, msg, group)).describe(group)
 
     return await act(f"/messages/view?id={quote(msg_id, safe='')}", run())
 
@@ -127,9 +128,14 @@ async def dlq_resend(request: Request) -> Response:
         chosen = [m for m in letters if not msg_id or msg_id in (m.msg_id, m.client_msg_id)]
         if not chosen:
             raise ValueError(f"no dead letter {msg_id} in {group}")
-        for m in chosen:
-            await ops.resend(admin, m, group)
-        return f"resent {len(chosen)} dead letter(s) to {group}"
+        outcomes = [await redeliver(admin, m, group) for m in chosen]
+        if len(outcomes) == 1:
+            return f"resent 1 dead letter(s) to {group}: {outcomes[0].describe(group)}"
+        direct = sum(1 for o in outcomes if o.direct is not None)
+        return (
+            f"resent {len(chosen)} dead letter(s) to {group}: {direct} consumed directly, "
+            f"{len(chosen) - direct} through its retry topic"
+        )
 
     return await act(f"/dlq?group={quote(group, safe='')}", run())
 

@@ -654,6 +654,19 @@ class GetConsumerRunningInfoRequestHeader(ExtHeader):
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(ExtHeader):
+    """CONSUME_MESSAGE_DIRECTLY: an admin asks one consumer to consume one message."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None  # the offset message id
+    broker_name: str | None = None  # filled in by the broker
+    topic: str | None = None
+    topic_sys_flag: int | None = None  # filled in by the broker
+    group_sys_flag: int | None = None  # filled in by the broker
+
+
+@dataclass(frozen=True, slots=True)
 class ResetOffsetRequestHeader(ExtHeader):
     topic: str
     group: str
@@ -808,6 +821,7 @@ REQUEST_HEADERS: dict[int, type[ExtHeader]] = {
     RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
     RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,

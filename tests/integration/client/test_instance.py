@@ -20,7 +20,9 @@ from apogee._util.net import free_port
 from apogee.broker.broker import Broker
 from apogee.client import ClientInstance, InstanceConfig, Message, Producer
 from apogee.codes import RequestCode, ResponseCode
+from apogee.errors import ClientError
 from apogee.model.client import ConsumerData, MessageModel, MessageQueue
+from apogee.model.received import ReceivedMessage
 from apogee.model.subscription import SubscriptionData
 from apogee.protocol import bodies
 from apogee.protocol.command import RemotingCommand
@@ -54,6 +56,9 @@ class RecordingConsumer:
 
     def running_info(self) -> Mapping[str, object]:
         return {"properties": {"consumeType": "CONSUME_PASSIVELY"}, "mqTable": {}}
+
+    async def consume_directly(self, msg: ReceivedMessage) -> Mapping[str, object]:
+        raise ClientError("a recording consumer consumes nothing directly")
 
 
 def channels_of(broker: Broker, group: str) -> list[str]:

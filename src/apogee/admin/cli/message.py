@@ -27,6 +27,7 @@ from apogee.admin.cli._common import (
     table,
 )
 from apogee.admin.cli.render import message_to_json, print_message_detail, print_message_list
+from apogee.admin.direct import DirectResult, consume_message_directly
 from apogee.model.message import PROPERTY_KEYS, PROPERTY_TAGS, Message, MessageExt
 from apogee.model.results import SendResult
 from apogee.model.topic import validate_topic
@@ -41,13 +42,49 @@ from apogee.model.topic import validate_topic
     help="Offset message id, or a producer's unique key (the msgId of a send).",
 )
 @click.option("-t", "--topic", help="Topic of a unique key (else every topic is searched).")
-def query_msg_by_id(*, namesrv: str, as_json: bool, msg_id: str, topic: str | None) -> None:
-    """Show the message an offset message id or a unique key names."""
+@click.option("-g", "--consumerGroup", "group", help="With -d: the consumer's group.")
+@click.option(
+    "-d", "--clientId", "client_id", help="With -g: have this consumer consume the message once."
+)
+def query_msg_by_id(
+    *,
+    namesrv: str,
+    as_json: bool,
+    msg_id: str,
+    topic: str | None,
+    group: str | None,
+    client_id: str | None,
+) -> None:
+    """Show the message an offset message id or a unique key names, or (-g, -d) hand it to
+    one live consumer of a group, which consumes it once and says how that went."""
+    not_found = f"topic {topic} does not exist" if topic else None
+    if group is not None or client_id is not None:
+        if group is None or client_id is None:
+            raise fail("-g (consumer group) and -d (client id) go together")
+        consumer = (group, client_id)
+
+        async def push(admin: AdminClient) -> DirectResult:
+            msg = await admin.query_msg_by_id(msg_id, topic=topic)
+            return await consume_message_directly(admin, *consumer, msg)
+
+        result = run_admin(namesrv, push, not_found=not_found)
+        if as_json:
+            emit_json(result.to_json())
+            return
+        print_lines(
+            [
+                f"consumer {result.client_id} of {group}: {result.consume_result}"
+                + (f" ({result.remark})" if result.remark else ""),
+                f"spent {result.spent_ms} ms, order={str(result.order).lower()}, "
+                f"autoCommit={str(result.auto_commit).lower()}",
+            ]
+        )
+        return
 
     async def act(admin: AdminClient) -> MessageExt:
         return await admin.query_msg_by_id(msg_id, topic=topic)
 
-    msg = run_admin(namesrv, act, not_found=f"topic {topic} does not exist" if topic else None)
+    msg = run_admin(namesrv, act, not_found=not_found)
     if as_json:
         emit_json(message_to_json(msg))
         return

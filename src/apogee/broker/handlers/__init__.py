@@ -117,6 +117,7 @@ class BrokerHandlers:
         ops = self.consumer_admin
         table.register(code.INVOKE_BROKER_TO_RESET_OFFSET, ops.reset_offset, group=ADMIN_GROUP)
         table.register(code.GET_CONSUMER_RUNNING_INFO, ops.running_info)
+        table.register(code.CONSUME_MESSAGE_DIRECTLY, ops.consume_directly)
         table.register(code.QUERY_TOPIC_CONSUME_BY_WHO, ops.consumed_by)
         table.register(code.VIEW_BROKER_STATS_DATA, ops.stats_data)
         table.register(code.GET_ALL_PRODUCER_INFO, ops.all_producers)

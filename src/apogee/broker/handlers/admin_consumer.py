@@ -1,6 +1,6 @@
 """Operating on consumers from the admin side: INVOKE_BROKER_TO_RESET_OFFSET,
-GET_CONSUMER_RUNNING_INFO, QUERY_TOPIC_CONSUME_BY_WHO, VIEW_BROKER_STATS_DATA and
-GET_ALL_PRODUCER_INFO.
+GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, QUERY_TOPIC_CONSUME_BY_WHO,
+VIEW_BROKER_STATS_DATA and GET_ALL_PRODUCER_INFO.
 
 Owns: RocketMQ's rules for these (Broker2Client.resetOffset,
 AdminBrokerProcessor), with one difference said below.
@@ -20,6 +20,12 @@ AdminBrokerProcessor), with one difference said below.
   consumers are C++).
 * Running info: forwarded to the client's own connection, whose answer is
   returned as it is; a client not connected here is SYSTEM_ERROR.
+* Consume directly (mqadmin queryMsgById -g -d, the Dashboard's resend): the
+  broker adds its brokerName and the topic's and group's sys flags to the
+  header, puts the stored record the offset msgId points at into the body
+  and forwards it to the client like running info; the client's answer
+  (ConsumeMessageDirectlyResult) comes back as it is. A msgId that is not
+  an offset id of this store, or a record that is gone, is SYSTEM_ERROR.
 * Consumed by whom: the groups with a live consumer subscribed to the
   topic, and those with an offset on it.
 * Stats data: TOPIC_PUT_NUMS / TOPIC_PUT_SIZE (key: topic) and
@@ -35,15 +41,18 @@ from collections.abc import Hashable
 
 from apogee.broker.broker2client import Broker2Client
 from apogee.broker.clients import ClientRegistry
+from apogee.broker.groups import SubscriptionGroupManager
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.traffic import STATS_NAMES, TrafficHistory
 from apogee.codes import LanguageCode, RequestCode, ResponseCode
 from apogee.errors import ApogeeError
 from apogee.model.client import MessageQueue
+from apogee.model.msgid import OffsetMsgId, classify_msg_id
 from apogee.protocol.admin_bodies import encode_mq_offset_table
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
@@ -62,7 +71,8 @@ from apogee.remoting.connection import Connection
 from apogee.remoting.dispatch import RequestContext
 from apogee.store.interface import MessageStore
 
-RUNNING_INFO_TIMEOUT_S = 5.0
+#: how long a forwarded admin request waits for the consumer's answer
+CALL_CONSUMER_TIMEOUT_S = 5.0
 
 
 def _peer(channel: Hashable) -> str:
@@ -76,6 +86,7 @@ class ConsumerAdminHandlers:
         *,
         store: MessageStore,
         topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
         clients: ClientRegistry,
         to_clients: Broker2Client,
@@ -84,6 +95,7 @@ class ConsumerAdminHandlers:
         self._broker_name = broker_name
         self._store = store
         self._topics = topics
+        self._groups = groups
         self._offsets = offsets
         self._clients = clients
         self._to_clients = to_clients
@@ -132,22 +144,55 @@ class ConsumerAdminHandlers:
 
     async def running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
-        info = self._clients.consumer_group(h.consumer_group)
-        channel = None
-        if info is not None:
-            channel = next(
-                (c.channel for c in info.channels.values() if c.client_id == h.client_id), None
-            )
-        if not isinstance(channel, Connection) or channel.closed:
-            remark = f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
         forward = RemotingCommand.request(
             RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields or {})
         )
+        return await self._call_consumer(request, forward, h.consumer_group, h.client_id)
+
+    # -- consume directly ------------------------------------------------------------
+
+    async def consume_directly(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
+        ext = dict(request.ext_fields or {})
+        ext["brokerName"] = self._broker_name
+        if h.topic and (topic_config := self._topics.select(h.topic)) is not None:
+            ext["topicSysFlag"] = str(topic_config.topic_sys_flag)
+        if (group_config := self._groups.get(h.consumer_group)) is not None:
+            ext["groupSysFlag"] = str(group_config.group_sys_flag)
         try:
-            answer = await channel.invoke(forward, RUNNING_INFO_TIMEOUT_S)
+            where = classify_msg_id(h.msg_id or "")
+        except ValueError as exc:
+            remark = f"msgId {h.msg_id!r} is not a message id: {exc}"
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        if not isinstance(where, OffsetMsgId):
+            remark = f"msgId {h.msg_id} is a unique key; this request needs the offset msgId"
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        record = self._store.read_message(where.offset)
+        if record is None:
+            remark = f"can not find message by the offset, {where.offset}"
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        forward = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, bytes(record))
+        return await self._call_consumer(request, forward, h.consumer_group, h.client_id or "")
+
+    async def _call_consumer(
+        self, request: RemotingCommand, forward: RemotingCommand, group: str, client_id: str
+    ) -> RemotingCommand:
+        """Send ``forward`` to the consumer's own connection; its answer, as it is."""
+        info = self._clients.consumer_group(group)
+        channel = None
+        if info is not None:
+            channel = next(
+                (c.channel for c in info.channels.values() if c.client_id == client_id), None
+            )
+        if not isinstance(channel, Connection) or channel.closed:
+            remark = f"The Consumer <{group}> <{client_id}> not online"
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        try:
+            answer = await channel.invoke(forward, CALL_CONSUMER_TIMEOUT_S)
         except ApogeeError as exc:
-            remark = f"consumer {h.client_id} at {channel.peer} did not answer: {exc}"
+            remark = f"consumer {client_id} at {channel.peer} did not answer: {exc}"
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark)
         return request.make_response(answer.code, answer.remark, body=answer.body_bytes())
 
