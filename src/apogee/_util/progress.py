@@ -5,8 +5,8 @@ on: store verification, recovery at start, benchmarks, admin commands that
 walk many queues. When stderr is not a terminal nothing is drawn (logs and
 pipes stay clean); a ``log`` given to ``Progress`` then gets a line at each
 tenth of the work instead. ``summary_table`` makes the table such work ends
-with. Both sides of a thread may call ``update``: rich draws from its own
-thread.
+with (``print_table`` when it has rows of several columns). Both sides of a
+thread may call ``update``: rich draws from its own thread.
 """
 
 from __future__ import annotations
@@ -127,3 +127,12 @@ def summary_table(title: str, rows: list[tuple[str, str]]) -> Table:
 
 def print_summary(title: str, rows: list[tuple[str, str]], *, stderr: bool = False) -> None:
     Console(stderr=stderr, highlight=False).print(summary_table(title, rows))
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]], caption: str = "") -> None:
+    """A table with a header row (one row per round of a benchmark, say)."""
+    table = Table(*header, box=box.SIMPLE_HEAD, title=title, title_justify="left",
+                  caption=caption or None, caption_justify="left")  # fmt: skip
+    for row in rows:
+        table.add_row(*row)
+    Console(highlight=False).print(table)

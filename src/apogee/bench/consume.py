@@ -27,6 +27,7 @@ from typing import Any
 import click
 import uvloop
 
+from apogee._util.progress import print_summary
 from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option, ticking
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
@@ -166,8 +167,11 @@ def consume_bench(
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"preloaded {messages} x {body_size} B at {preload:,.0f} msgs/s, batches of {BATCH}")
-    click.echo(
-        f"consumed {received} at {rate:,.0f} msgs/s ({rate * body_size / 1e6:.1f} MB/s), "
-        f"broker CPU {'-' if cpu is None else f'{cpu}%'}"
-    )
+    cpu_text = "-" if cpu is None else f"{cpu}%"
+    print_summary("bench consume", [
+        ("messages", f"{messages:,} x {body_size} B"),
+        ("preloaded at", f"{preload:,.0f} msgs/s (batches of {BATCH})"),
+        ("received", f"{received:,}"),
+        ("consumed at", f"{rate:,.0f} msgs/s ({rate * body_size / 1e6:.1f} MB/s)"),
+        ("broker CPU", cpu_text),
+    ])  # fmt: skip

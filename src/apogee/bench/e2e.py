@@ -27,6 +27,7 @@ from typing import Any
 import click
 import uvloop
 
+from apogee._util.progress import print_summary
 from apogee.bench.cluster import cluster, flush_option, namesrv_option, percentile, ticking
 from apogee.bench.consume import Target, create_topic
 from apogee.client.broker_api import BrokerApi
@@ -135,11 +136,12 @@ def e2e_bench(
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(
-        f"{result['threads']} sender threads: sent {result['sent_msgs_per_s']:,.0f} msgs/s, "
-        f"delivered {result['delivered_msgs_per_s']:,.0f} msgs/s"
-    )
-    click.echo(
-        f"send to delivery: p50 {result['e2e_p50_ms']} ms, p99 {result['e2e_p99_ms']} ms "
-        f"(send alone: p50 {result['send_p50_ms']} ms, p99 {result['send_p99_ms']} ms)"
-    )
+    print_summary("bench e2e", [
+        ("sender threads", str(result["threads"])),
+        ("sent", f"{result['sent_msgs_per_s']:,.0f} msgs/s"),
+        ("delivered", f"{result['delivered_msgs_per_s']:,.0f} msgs/s"),
+        ("send to delivery p50 / p99", f"{result['e2e_p50_ms']} / {result['e2e_p99_ms']} ms"),
+        ("send alone p50 / p99", f"{result['send_p50_ms']} / {result['send_p99_ms']} ms"),
+        ("failed sends", str(result["failed"])),
+        ("body, flush", f"{result['body_size']} B, {result['flush']}"),
+    ])  # fmt: skip

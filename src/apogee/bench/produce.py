@@ -26,6 +26,7 @@ from pathlib import Path
 import click
 import uvloop
 
+from apogee._util.progress import print_table
 from apogee.bench.cluster import (
     cluster,
     cpu_seconds,
@@ -177,9 +178,11 @@ def produce_bench(
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo("threads     msgs/s   p50 ms   p99 ms  failed  broker CPU")
-    for r in rounds:
-        cpu = "-" if r.broker_cpu_percent is None else f"{r.broker_cpu_percent}%"
-        click.echo(
-            f"{r.threads:>7} {r.msgs_per_s:>10} {r.p50_ms:>8} {r.p99_ms:>8} {r.failed:>7} {cpu:>11}"
-        )
+    header = ["threads", "msgs/s", "p50 ms", "p99 ms", "failed", "broker CPU"]
+    rows = [
+        [str(r.threads), f"{r.msgs_per_s:,.0f}", str(r.p50_ms), str(r.p99_ms), str(r.failed),
+         "-" if r.broker_cpu_percent is None else f"{r.broker_cpu_percent}%"]
+        for r in rounds
+    ]  # fmt: skip
+    caption = f"{body_size} B bodies, flush {result['flush']}, replication {result['replication']}"
+    print_table("bench produce", header, rows, caption)

@@ -110,3 +110,32 @@ def test_bench_replication_times_an_empty_slave_catching_up() -> None:
     assert out["bytes"] >= 3_000_000  # type: ignore[operator]
     assert isinstance(out["mb_per_s"], float) and out["mb_per_s"] > 0, out
     assert out["dispatched_after_s"] >= 0, out  # type: ignore[operator]
+
+
+def _plain(*args: str) -> list[str]:
+    """The lines a person sees (no --json), collapsed to single spaces."""
+    done = subprocess.run([sys.executable, "-m", "apogee", *args], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [" ".join(line.split()) for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_bench_consume_e2e_and_produce_end_with_a_summary_table() -> None:
+    consume = _plain("bench", "consume", "--messages", "300", "--threads", "2")
+    assert consume[0] == "bench consume"
+    assert "received 300" in consume
+    assert any(line.startswith("consumed at ") and "msgs/s" in line for line in consume)
+
+    e2e = _plain("bench", "e2e", "--threads", "2", "--seconds", "0.5", "--warmup", "0.2")
+    assert e2e[0] == "bench e2e"
+    assert "sender threads 2" in e2e
+    assert "failed sends 0" in e2e
+    assert any(line.startswith("send to delivery p50 / p99 ") for line in e2e)
+
+    produce = _plain("bench", "produce", "--threads", "2", "--seconds", "0.5", "--warmup", "0.2")
+    assert produce[0] == "bench produce"
+    assert produce[1].split() == ["threads", "msgs/s", "p50", "ms", "p99", "ms", "failed",
+                                  "broker", "CPU"]  # fmt: skip
+    assert "1024 B bodies, flush ASYNC_FLUSH, replication none" in " ".join(produce)
+    (row,) = [line for line in produce[2:] if line[0].isdigit() and "bodies" not in line]
+    assert row.split()[0] == "2" and row.split()[4] == "0"  # 2 threads, no failed send
