@@ -27,7 +27,9 @@ log = logging.getLogger("apogee.broker")
 
 
 @click.command("broker")
-@click.option("--namesrv", default=None, help="Name servers, HOST:PORT[;HOST:PORT].")
+@click.option(
+    "-n", "--namesrv", default=None, help="Name servers, HOST:PORT[;HOST:PORT] (mqbroker -n)."
+)
 @click.option("--listen", default=None, help="HOST:PORT to listen on (0.0.0.0:10911).")
 @click.option(
     "--store",

@@ -243,7 +243,7 @@ class BrokerProcess(_Process):
         props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
                  **(properties or {})}  # fmt: skip
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
+        args = ["broker", "-n", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
         super().__init__(args, port, log_dir / f"{store_dir.name}.log")
         self.namesrv_addr = namesrv_addr

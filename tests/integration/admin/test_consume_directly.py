@@ -12,12 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from apogee.admin import operations as ops
 from apogee.admin.admin_client import AdminClient
 from apogee.admin.direct import redeliver
 from apogee.client.listener import ConsumeStatus
 from apogee.client.lite_pull_consumer import LitePullConsumer
 from apogee.client.producer import Producer
 from apogee.client.push_consumer import PushConsumer
+from apogee.errors import ApogeeError
 from apogee.model.message import Message
 from apogee.model.received import ReceivedMessage
 from apogee.model.results import SendResult
@@ -133,7 +135,18 @@ async def test_what_cannot_consume_directly_is_refused_with_the_reason(
     async with LitePullConsumer("cg_direct_pull", namesrv=ns) as puller:
         puller.subscribe(topic)
         await puller.instance.heartbeat_now()
-        refused = await admin_cli(*base, "-g", "cg_direct_pull", "-d", puller.instance.client_id)
+        client_id = puller.instance.client_id
+
+        async def known() -> bool:  # the broker has taken the consumer's heartbeat
+            async with AdminClient(ns) as admin:
+                try:
+                    online = await ops.consumer_connection(admin, "cg_direct_pull")
+                except ApogeeError:
+                    return False
+            return client_id in [c.client_id for c in online.connections]
+
+        await eventually(known, 10)
+        refused = await admin_cli(*base, "-g", "cg_direct_pull", "-d", client_id)
     assert refused.exit_code == 1
     assert "LitePullConsumer without a listener" in refused.output
 
