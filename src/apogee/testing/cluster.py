@@ -6,7 +6,8 @@ Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
 ``NamesrvProcess`` / ``BrokerProcess`` (``python -m apogee namesrv|broker``
 subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
 cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
-store), ``wait_registered`` (until a name server lists a broker), and
+store, ``pause`` / ``resume`` freeze and thaw them with SIGSTOP / SIGCONT),
+``wait_registered`` (until a name server lists a broker), and
 ``eventually`` (poll an async check until it holds).
 """
 
@@ -169,6 +170,7 @@ class _Process:
         if proc is None:
             return 0
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a paused process would not act on SIGTERM
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout_s)
@@ -186,6 +188,16 @@ class _Process:
                 proc.kill()
             proc.wait()
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stops running but keeps its sockets open."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def log_text(self) -> str:
         return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
