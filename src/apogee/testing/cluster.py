@@ -233,7 +233,8 @@ class NamesrvProcess(_Process):
 
 class BrokerProcess(_Process):
     """``apogee broker`` with a broker.conf written from ``properties`` (small files and a
-    free replication port by default)."""
+    free replication port by default; a key given as None is left out, so its default
+    applies)."""
 
     def __init__(
         self,
@@ -241,7 +242,7 @@ class BrokerProcess(_Process):
         namesrv_addr: str,
         *,
         port: int | None = None,
-        properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str | None] | None = None,
         log_dir: Path | None = None,
         wait_registration: bool | None = None,
     ) -> None:
@@ -252,8 +253,9 @@ class BrokerProcess(_Process):
         conf = log_dir / f"{store_dir.name}.conf"
         # A free replication port too: listenPort + 1 may belong to another process.
         ha_port = str(free_port())
-        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
+        given = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
                  **(properties or {})}  # fmt: skip
+        props = {k: v for k, v in given.items() if v is not None}
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         args = ["broker", "--namesrv", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]
