@@ -1,9 +1,11 @@
 """Master and slave as ``apogee broker`` processes: what a slave copies besides the log,
-a configured haMasterAddress, a slave SIGKILLed under a SYNC_MASTER, and a slave
-SIGSTOPped (connected, acknowledging nothing) under a SYNC_MASTER."""
+a configured haMasterAddress, a slave SIGKILLed under a SYNC_MASTER, a slave
+SIGSTOPped (connected, acknowledging nothing) under a SYNC_MASTER, and an idle pair
+kept connected by heartbeats until its master is SIGSTOPped."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -330,3 +332,53 @@ async def test_a_slave_stopped_past_the_housekeeping_interval_is_dropped_by_its_
 
 async def _no_connection(client: RemotingClient, master: BrokerProcess) -> bool:
     return await _connections(client, master) == 0
+
+
+async def test_an_idle_pair_lives_on_heartbeats_and_a_slave_drops_a_silent_master(
+    tmp_path: Path,
+) -> None:
+    """haSendHeartbeatInterval 250 ms and haHousekeepingInterval 1 s on both sides: a
+    pair with nothing to replicate stays connected through several housekeeping
+    intervals, on the slave's reports and the master's heartbeats alone. A master
+    SIGSTOPped past the interval is dropped by its slave, which connects again once
+    the master runs."""
+    timers = {"haSendHeartbeatInterval": "250", "haHousekeepingInterval": "1000"}
+    with NamesrvProcess(tmp_path / "ns") as ns:
+        master = master_process(tmp_path, ns.address, role="ASYNC_MASTER", properties=timers)
+        slave = slave_process(tmp_path, ns.address, properties=timers)
+        with master, slave:
+            async with RemotingClient(ClientConfig(request_timeout_s=2.0)) as client:
+                api = BrokerApi(client)
+                await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                assert await _send(api, master, "Idle", b"one") is SendStatus.SEND_OK
+                await _caught_up_byte_for_byte(client, master, slave)
+
+                def connections() -> int:
+                    return master.log_text().count("asks for offset")
+
+                before = (await ha_status(client, slave.address)).ha_client_runtime_info
+                links = connections()
+                await asyncio.sleep(2.5)  # 2.5 housekeeping intervals without a message
+                after = (await ha_status(client, slave.address)).ha_client_runtime_info
+                assert after.last_write_timestamp > before.last_write_timestamp  # reports
+                assert after.last_read_timestamp > before.last_read_timestamp  # heartbeats
+                assert after.activated and connections() == links == 1
+                assert "silent for" not in master.log_text() + slave.log_text()
+
+                master.pause()
+                try:
+                    silent = re.compile(r"master \S+ silent for \d+\.\ds; closing")
+                    await eventually(lambda: _found(silent, slave), timeout_s=5, interval_s=0.1)
+                finally:
+                    master.resume()
+
+                async def connected_again() -> bool:
+                    return connections() == 2 and await _in_sync(client, master)
+
+                await eventually(connected_again, timeout_s=10, interval_s=0.1)
+                assert await _send(api, master, "Idle", b"two") is SendStatus.SEND_OK
+                await _caught_up_byte_for_byte(client, master, slave)
+
+
+async def _found(pattern: re.Pattern[str], process: BrokerProcess) -> bool:
+    return pattern.search(process.log_text()) is not None
