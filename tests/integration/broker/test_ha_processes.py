@@ -18,9 +18,10 @@ from apogee._util.net import free_port
 from apogee.client.broker_api import BrokerApi
 from apogee.client.producer import Producer
 from apogee.codes import RequestCode, ResponseCode
+from apogee.errors import TopicNotExistError
 from apogee.model.group import SubscriptionGroupConfig
-from apogee.model.message import Message
-from apogee.model.results import SendStatus
+from apogee.model.message import Message, MessageExt
+from apogee.model.results import PullResult, PullStatus, SendStatus
 from apogee.model.topic import TopicConfig
 from apogee.protocol.bodies import decode_subscription_group_wrapper
 from apogee.protocol.command import RemotingCommand
@@ -382,3 +383,31 @@ async def test_an_idle_pair_lives_on_heartbeats_and_a_slave_drops_a_silent_maste
 
 async def _found(pattern: re.Pattern[str], process: BrokerProcess) -> bool:
     return pattern.search(process.log_text()) is not None
+
+
+async def test_a_slave_without_slave_read_enable_sends_readers_to_its_master(
+    tmp_path: Path,
+) -> None:
+    """slaveReadEnable=false on the slave: it has the message (its SYNC_MASTER answered
+    SEND_OK), but a pull there is answered PULL_RETRY_IMMEDIATELY (NO_MATCHED_MSG to the
+    client) naming the master, from the same offset."""
+    with NamesrvProcess(tmp_path / "ns") as ns:
+        master = master_process(tmp_path, ns.address, role="SYNC_MASTER")
+        slave = slave_process(tmp_path, ns.address, properties={"slaveReadEnable": "false"})
+        with master, slave:
+            async with RemotingClient(ClientConfig(request_timeout_s=2.0)) as client:
+                api = BrokerApi(client)
+                await eventually(lambda: _in_sync(client, master), timeout_s=10)
+                assert await _send(api, master, "NoRead", b"x") is SendStatus.SEND_OK
+
+                async def answered() -> PullResult[MessageExt] | None:
+                    try:  # the topic reaches the slave with its next metadata copy
+                        return await api.pull(slave.address, "cg", "NoRead", 0, 0)
+                    except TopicNotExistError:
+                        return None
+
+                result = await eventually(answered, timeout_s=5)
+                assert result.status is PullStatus.NO_MATCHED_MSG and not result.messages
+                assert (result.suggest_which_broker_id, result.next_begin_offset) == (0, 0)
+                got = await read_queue(api, master.address, "NoRead", 0)
+                assert [m.body for m in got] == [b"x"]
