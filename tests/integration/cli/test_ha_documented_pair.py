@@ -6,7 +6,9 @@ What the files leave to defaults is checked against the processes: the master's
 replication port is listenPort + 1 and the slave learns it from the name server; the
 pair replicates under SYNC_MASTER; the slave registers with its brokerId and refuses
 sends with SERVICE_NOT_AVAILABLE; the ``apogee admin haStatus`` and ``clusterList``
-commands (processes too) show the pair and its roles.
+commands (processes too) show the pair and its roles, and ``wipeWritePerm`` /
+``addWritePerm`` drain the master's queues and bring them back, as the page's
+maintenance section does.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import pytest
 
 from apogee._util.net import free_port
 from apogee._util.props import parse_properties
+from apogee.client.namesrv_api import NamesrvApi
 from apogee.client.producer import Producer
 from apogee.codes import ResponseCode
 from apogee.model.message import Message
 from apogee.model.results import SendStatus
+from apogee.model.route import writeable
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess, eventually
@@ -134,5 +138,18 @@ async def test_the_documented_master_and_slave_replicate_on_listen_port_plus_one
                 assert roles == [(0, master.address, "SYNC_MASTER"), (1, slave.address, "SLAVE")]
                 mine = commit_log_bytes(slave.store_dir, 0, end, PROCESS_FILE_SIZE)
                 assert mine == commit_log_bytes(master.store_dir, 0, end, PROCESS_FILE_SIZE)
+
+                # the page's maintenance of one master: its queues drained, then back
+                names = NamesrvApi(client, [ns.address])
+
+                async def writable() -> set[bool]:
+                    route = await names.get_route("Documented")
+                    return {writeable(q.perm) for q in route.queue_datas}
+
+                wiped = await admin("wipeWritePerm", "-n", ns.address, "-b", "broker-a")
+                assert wiped["topicCounts"][ns.address] >= 1
+                assert await writable() == {False}
+                await admin("addWritePerm", "-n", ns.address, "-b", "broker-a")
+                assert await writable() == {True}
             assert slave.stop() == 0, slave.log_text()
             assert master.stop() == 0, master.log_text()
