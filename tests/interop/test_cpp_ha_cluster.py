@@ -1,7 +1,7 @@
 """Two masters with a slave each and two name servers, all ``apogee`` processes.
 
-One name server and one master die; producers (the C++ client and Apogee's)
-and consumers (the C++ push consumer) keep working through the rest. Before
+One name server and one master die; producers and push consumers (the C++
+client's and Apogee's) keep working through the rest. Before
 that, wipeWritePerm drains one master and addWritePerm brings it back.
 """
 
@@ -16,6 +16,8 @@ import pytest
 from apogee.admin.admin_client import AdminClient
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi
+from apogee.client.producer import Producer
+from apogee.client.push_consumer import PushConsumer
 from apogee.errors import ApogeeError
 from apogee.model.message import Message
 from apogee.model.results import SendStatus
@@ -84,8 +86,15 @@ async def test_one_name_server_and_one_master_die_and_clients_go_on(tmp_path: Pa
                  "group": "ha_cluster", "run_s": 120},
                 timeout_s=130,
             )  # fmt: skip
-            async with consumer:
+            py_got: list[str] = []
+            py_consumer = PushConsumer(
+                "ha_cluster_py", namesrv=both, consume_from="first",
+                listener=lambda m: py_got.append(m.body.decode()), poll_namesrv_interval=1.0,
+            )  # fmt: skip
+            py_consumer.subscribe(TOPIC)
+            async with consumer, py_consumer:
                 assert await consumer.wait_for(lambda lines: _count(lines) >= 80, 60)
+                await eventually(lambda: _have(py_got, 80), timeout_s=30)
 
                 ns1.kill()
                 procs["a-m"].kill()
@@ -111,19 +120,22 @@ async def test_one_name_server_and_one_master_die_and_clients_go_on(tmp_path: Pa
                     ]
 
                 assert await eventually(writable_masters) == [procs["b-m"].address]
-                for i in range(20):
-                    sent = await api.send(
-                        procs["b-m"].address, "broker-b", Message(TOPIC, f"py-{i}".encode()),
-                        queue_id=i % 4, producer_group="py",
-                    )  # fmt: skip
-                    assert sent.status is SendStatus.SEND_OK
+                # Apogee's producer, given the dead name server first
+                async with Producer("py", namesrv=both) as producer:
+                    for i in range(20):
+                        sent = await producer.send(Message(TOPIC, f"py-{i}".encode()))
+                        assert sent.status is SendStatus.SEND_OK
+                        assert sent.message_queue.broker_name == "broker-b"
                 got = await consumer.wait_for(lambda lines: _count(lines) >= 200, 60)
                 run_consumer = await consumer.stop(timeout_s=10)
+                # Apogee's consumer too, on routes from the surviving name server
+                await eventually(lambda: _have(py_got, 200), timeout_s=60)
             assert got, run_consumer.describe()
             bodies = [str(line["body"]) for line in run_consumer.messages]
             expected = [f"drained-{i}" for i in range(40)] + [f"back-{i}" for i in range(40)]
             expected += [f"after-{i}" for i in range(100)] + [f"py-{i}" for i in range(20)]
             assert sorted(set(bodies)) == sorted(expected)
+            assert sorted(set(py_got)) == sorted(expected)
 
 
 async def _wait_in_sync(client: RemotingClient, master: BrokerProcess) -> None:
@@ -131,6 +143,10 @@ async def _wait_in_sync(client: RemotingClient, master: BrokerProcess) -> None:
         return (await ha_status(client, master.address)).in_sync_slave_nums == 1
 
     await eventually(in_sync, timeout_s=20)
+
+
+async def _have(got: list[str], n: int) -> bool:
+    return len(set(got)) >= n
 
 
 def _count(lines: list[dict[str, object]]) -> int:

@@ -6,7 +6,8 @@ Owns: ``test_broker_config`` (a BrokerConfig with small files for tests),
 ``NamesrvProcess`` / ``BrokerProcess`` (``python -m apogee namesrv|broker``
 subprocesses on fixed ports, for crash and interop tests: SIGTERM stops them
 cleanly, SIGKILL crashes them, ``start`` again restarts on the same port and
-store), ``wait_registered`` (until a name server lists a broker), and
+store, ``pause`` / ``resume`` freeze and thaw them with SIGSTOP / SIGCONT),
+``wait_registered`` (until a name server lists a broker), and
 ``eventually`` (poll an async check until it holds).
 """
 
@@ -169,6 +170,7 @@ class _Process:
         if proc is None:
             return 0
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a paused process would not act on SIGTERM
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout_s)
@@ -186,6 +188,16 @@ class _Process:
                 proc.kill()
             proc.wait()
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stops running but keeps its sockets open."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def log_text(self) -> str:
         return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
@@ -221,7 +233,8 @@ class NamesrvProcess(_Process):
 
 class BrokerProcess(_Process):
     """``apogee broker`` with a broker.conf written from ``properties`` (small files and a
-    free replication port by default)."""
+    free replication port by default; a key given as None is left out, so its default
+    applies)."""
 
     def __init__(
         self,
@@ -229,7 +242,7 @@ class BrokerProcess(_Process):
         namesrv_addr: str,
         *,
         port: int | None = None,
-        properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str | None] | None = None,
         log_dir: Path | None = None,
         wait_registration: bool | None = None,
     ) -> None:
@@ -240,8 +253,9 @@ class BrokerProcess(_Process):
         conf = log_dir / f"{store_dir.name}.conf"
         # A free replication port too: listenPort + 1 may belong to another process.
         ha_port = str(free_port())
-        props = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
+        given = {**SMALL_STORE_PROPERTIES, "brokerIP1": "127.0.0.1", "haListenPort": ha_port,
                  **(properties or {})}  # fmt: skip
+        props = {k: v for k, v in given.items() if v is not None}
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         args = ["broker", "-n", namesrv_addr, "--listen", f"127.0.0.1:{port}"]
         args += ["--store", str(store_dir), "-c", str(conf)]

@@ -175,6 +175,22 @@ def test_access_control_and_tls_keys() -> None:
     assert BrokerConfig().credentials is None
 
 
+def test_replication_defaults_are_rocketmqs() -> None:
+    """What docs/ha.md's settings table promises when broker.conf says nothing."""
+    config = broker_config_from_properties({})
+    assert config.store.broker_role is BrokerRole.ASYNC_MASTER and config.broker_id == 0
+    assert config.ha_port == 10912  # listenPort 10911 + 1
+    assert config.ha_master_address == ""  # learned from the name servers
+    assert config.ha_send_heartbeat_interval_ms == 5000
+    assert config.ha_housekeeping_interval_ms == 20_000
+    assert config.ha_transfer_batch_size == 32 * 1024
+    assert config.ha_max_gap_not_in_sync == 256 << 20
+    assert config.store.sync_flush_timeout_ms == 5000
+    assert not config.slave_read_enable
+    assert config.store.access_message_in_memory_max_ratio_percent == 40
+    assert config.slave_sync_interval_ms == 10_000  # metadata copied every 10 s
+
+
 def test_replication_keys_and_the_ha_port() -> None:
     config = broker_config_from_properties({"listenPort": "10921"})
     assert config.ha_port == 10922  # listenPort + 1
