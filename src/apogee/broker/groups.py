@@ -11,11 +11,10 @@ No I/O of its own; every change calls the change listeners (persist).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from apogee._util.clock import Clock
+from apogee.broker.versioned import VersionedTable
 from apogee.model.group import SubscriptionGroupConfig
-from apogee.model.route import DataVersion
 from apogee.model.topic import validate_group
 from apogee.protocol.bodies import (
     SubscriptionGroupWrapper,
@@ -37,37 +36,20 @@ SYSTEM_GROUPS = (
 )
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(VersionedTable):
     def __init__(self, clock: Clock, *, auto_create: bool = True) -> None:
-        self._clock = clock
+        super().__init__(clock, "subscription group")
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {
             name: SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS
         }
-        self.data_version = DataVersion(timestamp=clock.now_ms())
-        self._listeners: list[Callable[[], None]] = []
-
-    def add_listener(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
-
-    def _changed(self) -> None:
-        self.data_version = self.data_version.next(self._clock.now_ms())
-        self._notify()
-
-    def _notify(self) -> None:
-        for listener in self._listeners:
-            try:
-                listener()
-            except Exception:
-                log.exception("subscription group change listener failed")
 
     def load(self, data: bytes | None) -> None:
         if not data:
             return
         wrapper = decode_subscription_group_wrapper(data)
         self.table.update(wrapper.subscription_group_table)
-        if wrapper.data_version.counter or wrapper.data_version.timestamp:
-            self.data_version = wrapper.data_version
+        self._loaded(wrapper.data_version)
 
     def encode(self) -> bytes:
         return encode_subscription_group_wrapper(
@@ -106,10 +88,9 @@ class SubscriptionGroupManager:
     def adopt(self, wrapper: SubscriptionGroupWrapper) -> bool:
         """Take a master's groups and their version (a slave's copy); False when the
         version is the one held already."""
-        if wrapper.data_version == self.data_version:
+        if not self._adopting(wrapper.data_version):
             return False
         self.table = dict(wrapper.subscription_group_table)
-        self.data_version = wrapper.data_version
         self._notify()
         return True
 

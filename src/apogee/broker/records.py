@@ -24,8 +24,8 @@ _BODY_LENGTH_POSITION_V4 = 84
 assert _MAGIC_SYSFLAG.size + 4 == SYSFLAG_POSITION + 4
 
 
-def record_properties(record: memoryview | bytes) -> str:
-    """The property string of one stored record ("" when it has none)."""
+def _topic_span(record: memoryview | bytes) -> tuple[int, int]:
+    """Where one stored record's topic starts, and its length."""
     magic, sys_flag = _MAGIC_SYSFLAG.unpack_from(record, 4)
     pos = _BODY_LENGTH_POSITION_V4
     if sys_flag & BORNHOST_V6_FLAG:
@@ -35,10 +35,14 @@ def record_properties(record: memoryview | bytes) -> str:
     (body_len,) = _I32.unpack_from(record, pos)
     pos += 4 + body_len
     if magic == MESSAGE_MAGIC_CODE_V2:
-        topic_len = int.from_bytes(record[pos : pos + 2], "big")
-        pos += 2 + topic_len
-    else:
-        pos += 1 + record[pos]
+        return pos + 2, int.from_bytes(record[pos : pos + 2], "big")
+    return pos + 1, record[pos]
+
+
+def record_properties(record: memoryview | bytes) -> str:
+    """The property string of one stored record ("" when it has none)."""
+    topic_at, topic_len = _topic_span(record)
+    pos = topic_at + topic_len
     (props_len,) = _I16.unpack_from(record, pos)
     pos += 2
     return str(record[pos : pos + props_len], "utf-8") if props_len > 0 else ""
@@ -46,21 +50,8 @@ def record_properties(record: memoryview | bytes) -> str:
 
 def record_topic(record: memoryview | bytes) -> str:
     """The topic of one stored record."""
-    magic, sys_flag = _MAGIC_SYSFLAG.unpack_from(record, 4)
-    pos = _BODY_LENGTH_POSITION_V4
-    if sys_flag & BORNHOST_V6_FLAG:
-        pos += 12
-    if sys_flag & STOREHOSTADDRESS_V6_FLAG:
-        pos += 12
-    (body_len,) = _I32.unpack_from(record, pos)
-    pos += 4 + body_len
-    if magic == MESSAGE_MAGIC_CODE_V2:
-        topic_len = int.from_bytes(record[pos : pos + 2], "big")
-        pos += 2
-    else:
-        topic_len = record[pos]
-        pos += 1
-    return str(record[pos : pos + topic_len], "utf-8")
+    topic_at, topic_len = _topic_span(record)
+    return str(record[topic_at : topic_at + topic_len], "utf-8")
 
 
 class InflateError(ValueError):

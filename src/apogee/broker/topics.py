@@ -28,12 +28,12 @@ with the name servers). Rules from RocketMQ's TopicConfigManager:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from apogee._util.clock import Clock
 from apogee.broker.config import BrokerConfig
-from apogee.model.route import PERM_INHERIT, PERM_RW, DataVersion
+from apogee.broker.versioned import VersionedTable
+from apogee.model.route import PERM_INHERIT, PERM_RW
 from apogee.model.topic import (
     AUTO_CREATE_TOPIC_KEY,
     BENCHMARK_TOPIC,
@@ -53,8 +53,6 @@ from apogee.protocol.bodies import (
 )
 
 log = logging.getLogger(__name__)
-
-ChangeListener = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,34 +106,18 @@ def system_topics(d: TopicDefaults) -> list[TopicConfig]:
     return topics
 
 
-class TopicConfigManager:
+class TopicConfigManager(VersionedTable):
     """Topic name -> TopicConfig, versioned."""
 
     def __init__(self, defaults: TopicDefaults, clock: Clock) -> None:
+        super().__init__(clock, "topic")
         self.defaults = defaults
-        self._clock = clock
         self.table: dict[str, TopicConfig] = {t.topic_name: t for t in system_topics(defaults)}
         self.system_topic_names = frozenset(self.table)
-        self.data_version = DataVersion(timestamp=clock.now_ms())
-        self._listeners: list[ChangeListener] = []
-
-    def add_listener(self, listener: ChangeListener) -> None:
-        self._listeners.append(listener)
 
     def touch(self) -> None:
         """Bump the version without a table change (the broker's own permission moved)."""
         self._changed()
-
-    def _changed(self) -> None:
-        self.data_version = self.data_version.next(self._clock.now_ms())
-        self._notify()
-
-    def _notify(self) -> None:
-        for listener in self._listeners:
-            try:
-                listener()
-            except Exception:
-                log.exception("topic change listener failed")
 
     # -- persistence ----------------------------------------------------------
 
@@ -145,8 +127,7 @@ class TopicConfigManager:
             return
         wrapper = decode_topic_config_wrapper(data)
         self.table.update(wrapper.topic_config_table)
-        if wrapper.data_version.counter or wrapper.data_version.timestamp:
-            self.data_version = wrapper.data_version
+        self._loaded(wrapper.data_version)
 
     def encode(self) -> bytes:
         return encode_topic_config_wrapper(self.wrapper())
@@ -247,9 +228,8 @@ class TopicConfigManager:
     def adopt(self, wrapper: TopicConfigWrapper) -> bool:
         """Take a master's topic table and its version (a slave's copy); False when
         the version is the one held already."""
-        if wrapper.data_version == self.data_version:
+        if not self._adopting(wrapper.data_version):
             return False
         self.table = dict(wrapper.topic_config_table)
-        self.data_version = wrapper.data_version
         self._notify()
         return True
