@@ -8,8 +8,8 @@ message's send and receive times.
 
 What is recorded, by level:
 
-* ``light`` (costs nothing per message): every cycle collection (start, duration,
-  generation, objects collected) through ``gc.callbacks``; the thread id -> name map, so
+* ``light`` (costs nothing per message): every cycle collection (start, duration, its
+  CPU time, generation, objects collected) through ``gc.callbacks``; the thread id -> name map, so
   whoever reads ``/proc/<pid>/task`` from outside can name the threads it saw run.
 * ``full`` adds, at a cost of about a microsecond per callback: every loop callback
   (``call_soon``/``call_later``/``call_at``, so task steps and future callbacks too) and
@@ -46,24 +46,28 @@ class Probe:
         self.path = path
         self.level = level
         self.slow_ns = int(slow_ms * 1e6)
-        self.gc: list[tuple[int, int, int, int]] = []
+        self.gc: list[tuple[int, int, int, int, int]] = []
         self.slow: list[tuple[int, int, str]] = []
         self.lag: list[tuple[int, int]] = []
         self.counts: collections.Counter[str] = collections.Counter()
         self.callbacks = 0
         self.callback_ns = 0
-        self._gc_start = 0
+        self._gc_start = self._gc_cpu = 0
         self.marks: dict[str, int] = {}
         self.threads: dict[str, str] = {}  # native id -> name, as each thread started
 
     # -- gc ------------------------------------------------------------------------------
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # CPU time beside wall time: on a busy machine a collection's wall time includes
+        # the time the process waited for a CPU, its CPU time is the collection's own cost
         if phase == "start":
             self._gc_start = _now()
+            self._gc_cpu = time.thread_time_ns()
         else:
             begin = self._gc_start
-            self.gc.append((begin, _now() - begin, info["generation"], info["collected"]))
+            cpu = time.thread_time_ns() - self._gc_cpu
+            self.gc.append((begin, _now() - begin, info["generation"], info["collected"], cpu))
 
     # -- callbacks ----------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ import argparse
 import array
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -72,11 +73,14 @@ def _client_main(spec: dict[str, Any], coro: Any) -> None:
     loop_probe.install(spec["probe_file"], spec["probe"])
     from apogee.remoting.runner import run  # noqa: PLC0415
 
-    if spec.get("gc_freeze"):
-        import gc  # noqa: PLC0415
-
-        gc.freeze()
     print(json.dumps(run(coro(spec))), flush=True)
+
+
+def _started(spec: dict[str, Any]) -> None:
+    """A client is started: with ``--gc-freeze``, what start-up made is frozen
+    (docs/python-client.md, "Latency and the cycle collector")."""
+    if spec.get("gc_freeze"):
+        gc.freeze()
 
 
 async def _create_topics(spec: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +146,7 @@ async def _consumer(spec: dict[str, Any]) -> dict[str, Any]:
     )  # fmt: skip
     consumer.subscribe(TOPIC)
     await consumer.start()
+    _started(spec)
     await asyncio.sleep(1.0)  # its queues taken (rebalance) before the first send
     print("READY", flush=True)
     deadline = time.monotonic() + spec["timeout_s"]
@@ -165,6 +170,7 @@ async def _producer(spec: dict[str, Any]) -> dict[str, Any]:
     total = int(rate * seconds)
     producer = Producer("tail_e2e_producer", namesrv=spec["namesrv"], send_timeout=10)
     await producer.start()
+    _started(spec)
     inflight: set[asyncio.Future[Any]] = set()
     window = asyncio.Semaphore(1000)
     errors = [0]
@@ -235,6 +241,7 @@ async def _reader(spec: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
         consumer.subscribe(CATCHUP_TOPIC)
         await consumer.start()
+        _started(spec)
         waiters = [asyncio.ensure_future(e.wait()) for e in (stop, finished)]
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:
@@ -465,10 +472,13 @@ def _processes(
         events += [(s[0], s[0] + s[1], f"{role} {s[2]}") for s in slow]
         events += [(x[0], x[0] + x[1], f"{role} stall") for x in lag]
         gen: dict[str, list[float]] = {}
+        gen_cpu: dict[str, list[float]] = {}
         for g in gcs:
             gen.setdefault(f"gen{g[2]}", []).append(g[1] / 1e6)
+            gen_cpu.setdefault(f"gen{g[2]}", []).append(g[4] / 1e6)
         per[role] = {
-            "gc": {k: {"n": len(v), "total_ms": round(sum(v), 2), "max_ms": round(max(v), 2)}
+            "gc": {k: {"n": len(v), "total_ms": round(sum(v), 2), "max_ms": round(max(v), 2),
+                       "cpu_max_ms": round(max(gen_cpu[k]), 2)}
                    for k, v in sorted(gen.items())},
             "slow_callbacks": len(slow), "slow_over_1ms": sum(s[1] > 1e6 for s in slow),
             "slow_max_ms": round(max((s[1] for s in slow), default=0) / 1e6, 2),
@@ -571,7 +581,8 @@ def main() -> None:
     ap.add_argument("--catchup", action="store_true", help="a concurrent catch-up reader")
     ap.add_argument("--catchup-messages", type=int, default=200_000)
     ap.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
-    ap.add_argument("--gc-freeze", action="store_true", help="gc.freeze() in the client processes")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() in each client process once its client started")  # fmt: skip
     ap.add_argument("--perf-sched", metavar="FILE", help="perf sched record the window into FILE")
     ap.add_argument(
         "--switch-interval",
