@@ -6,6 +6,8 @@ task awaiting ``Producer.send``, as the harness's adapter does), a consumer proc
 receives them with a ``PushConsumer`` (long polling, a plain listener), and the
 latency of each is its receive time minus the CLOCK_MONOTONIC stamp in its body. The
 broker is ``apogee standalone`` on free ports with its store in a temporary directory.
+The producer paces itself as the harness's does, which under uvloop spins a CPU (its
+sub-millisecond sleeps are 0 ms timers); ``--no-spin`` sleeps at least 1 ms instead.
 With ``--catchup`` a third client process reads a topic of ``--catchup-messages``
 stored messages from the start, again and again with new groups, for the whole run.
 
@@ -209,7 +211,9 @@ async def _producer(spec: dict[str, Any]) -> dict[str, Any]:
             i += 1
         delay = (t0 + i * period - time.monotonic_ns()) / 1e9
         if delay > 0:
-            await asyncio.sleep(delay)
+            # uvloop rounds a timer to whole milliseconds: the harness's sub-millisecond
+            # sleeps are 0 ms ones, and its producer spins a CPU; --no-spin sleeps 1 ms
+            await asyncio.sleep(max(delay, spec["min_sleep_s"]))
     end = time.monotonic_ns()
     loop_probe.mark("end")
     if inflight:
@@ -362,7 +366,8 @@ class Run:
         consumer = self.client("_consumer", expected=int(args.rate * args.seconds),
                                samples_file=str(samples), timeout_s=args.seconds + 60)  # fmt: skip
         _wait_line(consumer, "READY")
-        producer = self.client("_producer", rate=args.rate, seconds=args.seconds)
+        producer = self.client("_producer", rate=args.rate, seconds=args.seconds,
+                               min_sleep_s=0.001 if args.no_spin else 0.0)  # fmt: skip
         pids = {"broker": broker.pid, "consumer": consumer.pid, "producer": producer.pid}
         if reader is not None:
             pids["reader"] = reader.pid
@@ -390,7 +395,13 @@ class Run:
         result |= _blame(result.pop("_pairs"), events)
         result["pids"] = pids
         if args.perf_sched:
-            result["sched"] = sched_summary(args.perf_sched, pids)
+            names = {}
+            for role in pids:
+                with contextlib.suppress(OSError, ValueError):
+                    rep = json.loads(Path(self.files[role]).read_text())
+                    names |= {tid: f"{role} {name}" for tid, name in rep["threads"].items()}
+                    names[str(rep["pid"])] = f"{role} main"
+            result["sched"] = sched_summary(args.perf_sched, pids, names)
         return result
 
     def close(self) -> None:
@@ -522,26 +533,37 @@ _SWITCH = re.compile(
 )
 
 
-def sched_summary(path: str, pids: dict[str, int]) -> dict[str, Any]:
+_WOKEN = re.compile(r"^\s*[\d.]+\s+\[\d+\]\s+\S+?\[(\d+)(?:/\d+)?\]\s+awakened: \S+?\[(\d+)")
+
+
+def sched_summary(path: str, pids: dict[str, int], names: dict[str, str]) -> dict[str, Any]:
     """Per process, its main (loop) thread's time off the CPU, by why it left.
 
-    From ``perf sched timehist --state`` with kernel stacks: ``gil`` is a futex wait
-    (the loop thread has no other futex to wait on while it runs: the GIL), ``epoll``
-    the loop's poll (its *delay* is the time between being woken and running: a
-    busy CPU), ``preempted`` being taken off a CPU while running.
+    From ``perf sched timehist --state -w`` with kernel stacks: ``gil`` is a futex wait
+    (the loop thread has no other futex to wait on while it runs: the GIL; who woke it
+    is who released the GIL, named in ``gil_over_1ms_released_by``), ``epoll_delay``
+    the time between the loop's poll being woken and the thread running (a busy CPU),
+    ``preempted`` being taken off a CPU while running.
     """
     out = subprocess.run(
-        ["perf", "sched", "timehist", "-i", path, "--state", "-p",
+        ["perf", "sched", "timehist", "-i", path, "--state", "-w", "-p",
          ",".join(str(p) for p in pids.values())],
         capture_output=True, text=True, check=False,
     ).stdout.splitlines()  # fmt: skip
     mains = {str(pid): role for role, pid in pids.items()}
     last: dict[str, str] = {}
+    waker: dict[str, str] = {}  # main tid -> the tid that woke it last
     stats: dict[str, dict[str, list[float]]] = {}
+    released_by: dict[str, Counter[str]] = {}
     for line in out:
+        woke = _WOKEN.match(line)
+        if woke is not None:
+            if woke.group(2) in mains:
+                waker[woke.group(2)] = woke.group(1)
+            continue
         m = _SWITCH.match(line)
         if m is None:
-            continue  # a wake-up line
+            continue
         tid, wait, delay, _run, state, stack = m.groups()
         role = mains.get(tid)
         if role is None:
@@ -549,9 +571,13 @@ def sched_summary(path: str, pids: dict[str, int]) -> dict[str, Any]:
         why = last.get(tid)
         if why is not None:
             per = stats.setdefault(role, {})
-            per.setdefault(why, []).append(float(wait) + float(delay))
+            off = float(wait) + float(delay)
+            per.setdefault(why, []).append(off)
             if why == "epoll":
                 per.setdefault("epoll_delay", []).append(float(delay))
+            if why == "gil" and off > 1:
+                by = waker.get(tid, "?")
+                released_by.setdefault(role, Counter())[names.get(by, f"tid {by}")] += 1
         last[tid] = ("epoll" if "epoll" in stack else "gil" if "futex" in stack
                      else "preempted" if state == "R" else "other")  # fmt: skip
     summary: dict[str, Any] = {}
@@ -561,6 +587,8 @@ def sched_summary(path: str, pids: dict[str, int]) -> dict[str, Any]:
                   "max_ms": round(max(v), 2)}
             for why, v in per.items() if why != "epoll"
         }  # fmt: skip
+        if role in released_by:
+            summary[role]["gil_over_1ms_released_by"] = dict(released_by[role])
     return summary
 
 
@@ -589,6 +617,11 @@ def main() -> None:
         type=float,
         default=0.0,
         help="sys.setswitchinterval in the broker (default: leave it)",
+    )
+    ap.add_argument(
+        "--no-spin",
+        action="store_true",
+        help="the producer sleeps at least 1 ms (the harness's spins: see _producer)",
     )
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
