@@ -68,7 +68,18 @@ def _role_broker(spec: dict[str, Any]) -> None:
     from apogee.cli.main import main  # noqa: PLC0415
 
     sys.argv = ["apogee", "standalone", *spec["argv"]]
-    main()
+    if not spec.get("profile"):
+        main()
+        return
+    import cProfile  # noqa: PLC0415
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(main)
+    except SystemExit:
+        pass
+    finally:
+        profiler.dump_stats(spec["profile"])
 
 
 def _client_main(spec: dict[str, Any], coro: Any) -> None:
@@ -347,7 +358,8 @@ class Run:
         argv = ["--listen", self.broker, "--namesrv-listen", self.namesrv, "--store",
                 str(self.work / "store"), "-c", str(conf), "--log-level", "WARNING"]  # fmt: skip
         spec = {"probe_file": self.files["broker"], "probe": self.args.probe, "argv": argv,
-                "switch_interval": self.args.switch_interval}  # fmt: skip
+                "switch_interval": self.args.switch_interval,
+                "profile": self.args.profile_broker}  # fmt: skip
         proc = _spawn("_broker", spec)
         self.procs.append(proc)
         _await_port(self.port, proc)
@@ -623,6 +635,7 @@ def main() -> None:
         action="store_true",
         help="the producer sleeps at least 1 ms (the harness's spins: see _producer)",
     )
+    ap.add_argument("--profile-broker", metavar="FILE", help="cProfile the broker into FILE")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", action="store_true")
