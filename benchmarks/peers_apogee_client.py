@@ -45,7 +45,10 @@ class Adapter(BrokerApiAdapter):
             f"PushConsumer (consume_from first) with a plain listener reading each body, "
             f"one long-polling fetcher per queue, {QUEUES} queues"
         ),
-        "latency": "await Producer.send per message; PushConsumer listener (long polling)",
+        "latency": (
+            "await Producer.send per message; PushConsumer listener (long polling); "
+            "gc.freeze() once the clients are started"
+        ),
     }
 
     async def connect(self) -> None:
