@@ -47,7 +47,7 @@ class Adapter(BrokerApiAdapter):
         ),
         "latency": (
             "await Producer.send per message; PushConsumer listener (long polling); "
-            "gc.freeze() once the clients are started"
+            "gc.freeze() once the producer is started"
         ),
     }
 
