@@ -47,7 +47,7 @@ class Adapter(BrokerApiAdapter):
         ),
         "latency": (
             "await Producer.send per message; PushConsumer listener (long polling); "
-            "gc.freeze() once the producer is started"
+            "gc.freeze() once the clients are started"
         ),
     }
 
@@ -127,4 +127,5 @@ class Adapter(BrokerApiAdapter):
         )
         self.tail.subscribe(topic)
         await self.tail.start()
+        gc.freeze()  # and the consumer's start-up too (see connect)
         await asyncio.sleep(0.2)
