@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -44,7 +45,10 @@ class Adapter(BrokerApiAdapter):
             f"PushConsumer (consume_from first) with a plain listener reading each body, "
             f"one long-polling fetcher per queue, {QUEUES} queues"
         ),
-        "latency": "await Producer.send per message; PushConsumer listener (long polling)",
+        "latency": (
+            "await Producer.send per message; PushConsumer listener (long polling); "
+            "gc.freeze() once the clients are started"
+        ),
     }
 
     async def connect(self) -> None:
@@ -52,6 +56,10 @@ class Adapter(BrokerApiAdapter):
         self.tail: PushConsumer | None = None
         self.producer = Producer(GROUP, namesrv=self.cfg["namesrv"], send_timeout=10)
         await self.producer.start()
+        # As docs/python-client.md advises for latency: what start-up made (modules, the
+        # client instance) is never walked by a collection again. Without it the sending
+        # process's full collections cost 10-15 ms of CPU each at 2,000 msgs/s.
+        gc.freeze()
 
     async def close(self) -> None:
         if self.tail is not None:
@@ -119,4 +127,5 @@ class Adapter(BrokerApiAdapter):
         )
         self.tail.subscribe(topic)
         await self.tail.start()
+        gc.freeze()  # and the consumer's start-up too (see connect)
         await asyncio.sleep(0.2)
