@@ -27,9 +27,11 @@ swept by a single timer, not a timer handle per pull (cancelling 1000 of
 200,000 loop timers costs milliseconds); a closed connection's pulls are
 detached from it at once (O(1) in its close callback, since a burst of
 closes all run in one loop turn) and taken out of the tables at most
-``DROP_SLICE`` per loop turn; woken and expired pulls are re-run at most
-``RUN_SLICE`` per loop turn. Until it is dropped, a closed connection's pull
-still counts against the bounds, and if woken meanwhile it is not re-run.
+``DROP_SLICE`` per loop turn; a woken or expired pull is only marked and
+queued, and leaves the tables when its turn to be re-run comes, at most
+``RUN_SLICE`` per loop turn (one message can wake every pull parked on its
+queue). Until it is dropped or re-run, a pull still counts against the
+bounds; one whose connection closed meanwhile is not re-run.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class HeldPull:
     header: PullMessageRequestHeader
     codes: frozenset[int] | None
     tick: int = 0  # its deadline's slot in the wheel
+    woken: bool = False  # waiting for its turn to run: it stays in the tables until then
 
 
 class PullHoldService:
@@ -206,23 +209,22 @@ class PullHoldService:
         waiting = self._held.get((topic, queue_id))
         if not waiting:
             return
-        woken = [
-            pull
-            for pull in waiting
-            if offset >= pull.header.queue_offset and (pull.codes is None or code in pull.codes)
-        ]
-        for pull in woken:
-            self._forget(pull)
-            self._wake(pull)
+        for pull in waiting:
+            if (
+                not pull.woken
+                and offset >= pull.header.queue_offset
+                and (pull.codes is None or code in pull.codes)
+            ):
+                self._wake(pull)
 
     def _check_held(self) -> None:
         max_offset = self._max_offset
         assert max_offset is not None and self._loop is not None
         for (topic, queue_id), waiting in list(self._held.items()):
             newest = max_offset(topic, queue_id)
-            for pull in [p for p in waiting if newest > p.header.queue_offset]:
-                self._forget(pull)
-                self._wake(pull)
+            for pull in waiting:
+                if not pull.woken and newest > pull.header.queue_offset:
+                    self._wake(pull)
         if not self.closed:
             self._check = self._loop.call_later(self.check_interval_s, self._check_held)
 
@@ -237,7 +239,8 @@ class PullHoldService:
             due = self._due.get(tick)
             while due and budget:
                 pull, _ = due.popitem()
-                self._forget(pull)
+                if not due:
+                    del self._due[tick]
                 self._wake(pull)
                 budget -= 1
             if due:  # the slice is spent in the middle of a slot
@@ -252,6 +255,9 @@ class PullHoldService:
             self._sweep_handle = loop.call_later(TICK_S, self._sweep)
 
     def _wake(self, pull: HeldPull) -> None:
+        if pull.woken:
+            return
+        pull.woken = True
         self._ready.append(pull)
         if not self._scheduled and self._loop is not None:
             self._scheduled = True
@@ -269,8 +275,9 @@ class PullHoldService:
         with ResponseBatch() as batch:  # a consumer's woken queues answered in one send
             for _ in range(min(len(ready), limit)):
                 pull = ready.popleft()
-                if pull.ctx.responder.closed:
-                    continue
+                # taken out here, not when woken: a storm of wakes costs a slice per turn
+                if not self._forget(pull) or pull.ctx.responder.closed:
+                    continue  # dropped with its connection meanwhile
                 batch.hold(pull.ctx)
                 self._run(pull)
 
