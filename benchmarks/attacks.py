@@ -59,6 +59,7 @@ class Probe:
     tag: str
     interval_s: float = 0.02
     latencies_ms: list[float] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)  # perf_counter at each send
     acked: list[bytes] = field(default_factory=list)
     refused: int = 0
 
@@ -74,8 +75,22 @@ class Probe:
             except (ApogeeError, TimeoutError):
                 self.refused += 1
             self.latencies_ms.append((time.perf_counter() - began) * 1000)
+            self.started.append(began)
             i += 1
             await asyncio.sleep(self.interval_s)
+
+    def since(self, moment: float) -> str:
+        """p50/p99/max of the sends begun at or after ``moment`` (perf_counter)."""
+        lat = sorted(ms for t, ms in zip(self.started, self.latencies_ms, strict=True)
+                     if t >= moment)  # fmt: skip
+        if not lat:
+            return "no sends"
+        p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+        return f"p50 {p50:.1f} / p99 {p99:.1f} / max {lat[-1]:.1f} ms over {len(lat)} sends"
+
+
+#: the probe of the attack running now, for attacks that report a phase of their own
+current_probe: Probe | None = None
 
 
 @dataclass
@@ -131,7 +146,8 @@ async def measure(name: str, broker: BrokerProcess, attack: Callable[[str], Awai
 
     async with RemotingClient() as remoting:
         api = BrokerApi(remoting)
-        probe = Probe(api, broker.address, name)
+        global current_probe  # noqa: PLW0603  # one attack at a time
+        probe = current_probe = Probe(api, broker.address, name)
         tasks = [asyncio.ensure_future(probe.run(stop)), asyncio.ensure_future(sample())]
         try:
             detail = await attack(broker.address)
@@ -320,11 +336,14 @@ async def parked(addr: str, connections: int = 200, per_connection: int = 1000) 
     for reader, _ in peers:
         busy += sum(a.code == ResponseCode.SYSTEM_BUSY for a in await answers_until(reader, marker))
     took = time.perf_counter() - began
+    closing = time.perf_counter()
     for _, writer in peers:
         writer.close()
     await asyncio.sleep(2.0)  # the broker drops them; the probe goes on meanwhile
     total = connections * per_connection
-    return f"{total - busy} of {total} parked in {took:.1f}s ({busy} busy), then all closed"
+    after = current_probe.since(closing) if current_probe is not None else "?"
+    return (f"{total - busy} of {total} parked in {took:.1f}s ({busy} busy), then all closed;"
+            f" probe from the closes on: {after}")  # fmt: skip
 
 
 async def fill_disk(addr: str, seconds_after: float = 2.0) -> str:

@@ -53,6 +53,7 @@ async def serve_until_signalled(
         loop.add_signal_handler(sig, stopping.set)
     try:
         await start()
+        freeze_startup_objects()
         await stopping.wait()
         logging.getLogger("apogee").info("shutting down")
     finally:
@@ -67,6 +68,16 @@ async def serve_until_signalled(
 #: client (200k parked pulls: another client's p99 361 ms, 50 ms with these). The request
 #: path makes few reference cycles, so collecting less often costs little memory.
 GC_THRESHOLD = (20_000, 5, 100)
+
+
+def freeze_startup_objects() -> None:
+    """Leave what start-up built (modules, config, tables) out of every later collection.
+
+    Those objects live as long as the process; without this each full
+    collection walks them again (~46,000 in a broker), a pause for every client.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def run_service(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:

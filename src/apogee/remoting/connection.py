@@ -13,7 +13,11 @@ Invariants:
   RemotingClosedError and close listeners run once.
 * At most ``COMMANDS_PER_TURN`` commands of one read are handled in one loop
   callback; the rest wait, reading paused, for the next turns, so a peer that
-  pipelines thousands of requests shares the loop with the others.
+  pipelines thousands of requests shares the loop with the others. With a
+  ``TurnShare`` (a server's connections) those later turns are taken
+  round-robin across the connections, at most ``COMMANDS_PER_ITERATION``
+  commands per loop iteration in all: hundreds of pipelining peers would
+  otherwise make every iteration handle 32 commands of each of them.
 * A malformed frame or one over the size limit closes this connection only.
 * Writes go out through ``transport.writelines`` so body buffers (memoryviews
   of mapped files) are gathered, not joined. Answers written while the
@@ -35,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import cast
 
@@ -49,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Commands of one read handled in one loop callback; the rest wait for a later turn.
 COMMANDS_PER_TURN = 32
+#: Commands of later turns handled per loop iteration across the connections of a TurnShare.
+COMMANDS_PER_ITERATION = 256
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
@@ -70,6 +77,7 @@ class Connection(asyncio.Protocol):
         max_write_buffer_bytes: int | None = None,
         refuse: str | None = None,
         sign: Signer | None = None,
+        share: TurnShare | None = None,
     ) -> None:
         # With no table every request is answered REQUEST_CODE_NOT_SUPPORTED, by dispatch.
         self._handlers = handlers if handlers is not None else HandlerTable()
@@ -99,6 +107,7 @@ class Connection(asyncio.Protocol):
         self._max_write = max_write_buffer_bytes
         self._refuse = refuse  # why to close at once (too many connections)
         self._deferred: list[RemotingCommand] | None = None  # decoded, for a later turn
+        self._share = share
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -153,7 +162,10 @@ class Connection(asyncio.Protocol):
             commands = commands[:COMMANDS_PER_TURN]
             if self._transport is not None:
                 self._transport.pause_reading()
-            self._loop.call_soon(self._next_turn)
+            if self._share is not None:
+                self._share.enqueue(self)
+            else:
+                self._loop.call_soon(self._next_turn)
         # Answers written while these requests are handled leave in one writev,
         # not one send() each: on loopback a send costs as much as a request.
         outermost = self.hold_writes()
@@ -164,14 +176,16 @@ class Connection(asyncio.Protocol):
             if outermost:
                 self.release_writes()
 
-    def _next_turn(self) -> None:
+    def _next_turn(self) -> int:
+        """Handle the next turn of deferred commands; how many were handled."""
         rest, self._deferred = self._deferred, None
         transport = self._transport
         if not rest or transport is None or transport.is_closing():
-            return
+            return 0
         self._handle(rest)
         if self._deferred is None and not (self._write_paused and self._server_side):
             transport.resume_reading()
+        return min(len(rest), COMMANDS_PER_TURN)
 
     def _account(self, held: int, budget: FrameBudget) -> bool:
         """Count this connection's partial frame in the budget; False if it was cut off."""
@@ -411,6 +425,49 @@ class Connection(asyncio.Protocol):
     def __repr__(self) -> str:
         side = "server" if self._server_side else "client"
         return f"<Connection {side} peer={self.peer} pending={len(self._pending)}>"
+
+
+class TurnShare:
+    """The later turns of a server's connections: round-robin, a bounded number per iteration.
+
+    A connection whose read held more than ``COMMANDS_PER_TURN`` commands waits
+    here for each further turn. One loop callback serves the waiting
+    connections in order until ``per_iteration`` commands were handled; a
+    connection with more left goes to the back, and those not reached stay in
+    front for the next iteration.
+    """
+
+    def __init__(self, per_iteration: int = COMMANDS_PER_ITERATION) -> None:
+        self.per_iteration = per_iteration
+        self._waiting: deque[Connection] = deque()
+        self._scheduled = False
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def enqueue(self, conn: Connection) -> None:
+        self._waiting.append(conn)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        budget = self.per_iteration
+        waiting = self._waiting
+        for _ in range(len(waiting)):  # each waiting connection at most once per iteration
+            if budget <= 0:
+                break
+            conn = waiting.popleft()
+            try:
+                budget -= conn._next_turn()  # the share drives its turns
+            except Exception:  # one connection's fault must not stall the others
+                log.exception("a deferred turn of %s failed", conn.peer)
+        if waiting:
+            self._schedule()
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

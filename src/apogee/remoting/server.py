@@ -27,7 +27,7 @@ from types import TracebackType
 
 from apogee._util.net import listen_socket
 from apogee.remoting.config import ServerConfig
-from apogee.remoting.connection import CloseListener, Connection
+from apogee.remoting.connection import CloseListener, Connection, TurnShare
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
 from apogee.remoting.tls import TlsListener, TlsMode
@@ -47,6 +47,7 @@ class RemotingServer:
         self._close_listeners: list[CloseListener] = []
         self._port = 0
         self._budget = FrameBudget(self.config.limits.max_pending_frame_bytes)
+        self._share = TurnShare()  # the later turns of pipelining connections
         self._sweep: asyncio.TimerHandle | None = None
         self.refused_connections = 0
 
@@ -145,6 +146,7 @@ class RemotingServer:
             on_close=self._connection_closed,
             budget=self._budget,
             max_write_buffer_bytes=cfg.limits.max_write_buffer_bytes,
+            share=self._share,
         )
         self._connections.add(conn)
         return conn

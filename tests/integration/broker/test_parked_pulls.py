@@ -7,11 +7,14 @@ whose queue has grown is woken even when no arrival was heard for it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
+from apogee.broker.long_polling import DROP_SLICE, RUN_SLICE
 from apogee.codes import ResponseCode
 from apogee.model.message_codec import iter_records
-from apogee.protocol.framing import encode_bytes
+from apogee.protocol.command import RemotingCommand
+from apogee.protocol.framing import FrameDecoder, encode_bytes
 from apogee.remoting.client import RemotingClient
 from apogee.testing.cluster import eventually, run_broker
 from tests.integration.broker.wire import pull, pull_request, send
@@ -55,6 +58,113 @@ async def test_the_pulls_of_a_closed_connection_are_dropped_at_once(tmp_path: Pa
         await eventually(lambda: _async(len(broker.holds) == 50))
         writer.close()
         await eventually(lambda: _async(len(broker.holds) == 0))
+
+
+async def test_many_closing_connections_drop_their_pulls_a_slice_per_loop_turn(
+    tmp_path: Path,
+) -> None:
+    # Connections closing together have their close callbacks run in one loop turn:
+    # dropping all their pulls there would make every other client wait for it.
+    connections, per_connection = 12, 1000
+    async with (
+        run_broker(tmp_path / "store", max_parked_pulls_per_connection=per_connection) as broker,
+        RemotingClient() as client,
+    ):
+        assert (await send(client, broker.address, "T", b"x")).code == ResponseCode.SUCCESS
+        frames = b"".join(
+            encode_bytes(_with_opaque(pull_request("T", 0, 1, sys_flag=SUSPEND,
+                                                   suspend_ms=60_000), i))
+            for i in range(per_connection)
+        )  # fmt: skip
+        writers = []
+        for _ in range(connections):
+            _, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+            writer.write(frames)
+            writers.append(writer)
+        total = connections * per_connection
+        await eventually(lambda: _async(len(broker.holds) == total), timeout_s=60)
+
+        # The broker runs on this loop: record how many pulls are parked at every turn.
+        loop = asyncio.get_running_loop()
+        per_turn: list[int] = []
+
+        def record() -> None:
+            per_turn.append(len(broker.holds))
+            if per_turn[-1]:
+                loop.call_soon(record)
+
+        for writer in writers:
+            writer.close()
+        loop.call_soon(record)
+        # another topic: a message on T would wake the pulls rather than drop them
+        answer = await send(client, broker.address, "Other", b"meanwhile")
+        parked_when_answered = len(broker.holds)
+        await eventually(lambda: _async(len(broker.holds) == 0))
+
+        assert answer.code == ResponseCode.SUCCESS
+        assert parked_when_answered > 0  # answered while the closed pulls were being dropped
+        drops = [a - b for a, b in itertools.pairwise(per_turn)]
+        assert max(drops) <= DROP_SLICE  # never all of them in one turn
+        assert per_turn[-1] == 0 and broker.holds.dropping == 0
+
+
+async def test_a_message_waking_many_parked_pulls_releases_them_a_slice_per_loop_turn(
+    tmp_path: Path,
+) -> None:
+    # One message on a queue where thousands of pulls wait wakes all of them: taking
+    # them all out of the tables in the arrival's turn would stall every other client.
+    connections, per_connection = 12, 1000
+    async with (
+        run_broker(tmp_path / "store", max_parked_pulls_per_connection=per_connection) as broker,
+        RemotingClient() as client,
+    ):
+        assert (await send(client, broker.address, "T", b"x")).code == ResponseCode.SUCCESS
+        frames = b"".join(
+            encode_bytes(_with_opaque(pull_request("T", 0, 1, sys_flag=SUSPEND,
+                                                   suspend_ms=60_000), i))
+            for i in range(per_connection)
+        )  # fmt: skip
+        peers = []
+        for _ in range(connections):
+            reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+            writer.write(frames)
+            peers.append((reader, writer))
+        total = connections * per_connection
+        await eventually(lambda: _async(len(broker.holds) == total), timeout_s=60)
+
+        loop = asyncio.get_running_loop()
+        per_turn: list[int] = []
+
+        def record() -> None:
+            per_turn.append(len(broker.holds))
+            if per_turn[-1]:
+                loop.call_soon(record)
+
+        loop.call_soon(record)
+        assert (await send(client, broker.address, "T", b"y")).code == ResponseCode.SUCCESS
+        await eventually(lambda: _async(len(broker.holds) == 0), timeout_s=30)
+
+        drops = [a - b for a, b in itertools.pairwise(per_turn)]
+        assert max(drops) <= RUN_SLICE  # never all of them in one turn
+        for reader, writer in peers:  # and every one of them got its message
+            answers = await _answers(reader, per_connection)
+            assert {a.code for a in answers} == {ResponseCode.SUCCESS}
+            writer.close()
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> list[RemotingCommand]:
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    while len(got) < count:
+        chunk = await asyncio.wait_for(reader.read(1 << 20), 30)
+        assert chunk, f"connection closed after {len(got)} answers"
+        got += decoder.feed(chunk)
+    return got
+
+
+def _with_opaque(request: RemotingCommand, opaque: int) -> RemotingCommand:
+    request.opaque = opaque
+    return request
 
 
 async def test_a_parked_pull_whose_arrival_was_not_heard_is_woken_by_the_periodic_check(

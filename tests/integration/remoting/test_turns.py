@@ -19,7 +19,7 @@ import pytest
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.framing import FrameDecoder, encode_bytes
 from apogee.remoting import HandlerTable, RemotingServer, RequestContext, ServerConfig
-from apogee.remoting.connection import COMMANDS_PER_TURN, Connection
+from apogee.remoting.connection import COMMANDS_PER_TURN, Connection, TurnShare
 
 RECORD = 1005
 PIPELINED = 4000
@@ -92,8 +92,10 @@ class FakeTransport:
         pass
 
 
-def connect(table: HandlerTable) -> tuple[Connection, FakeTransport]:
-    conn = Connection(table, server_side=True)
+def connect(
+    table: HandlerTable, share: TurnShare | None = None
+) -> tuple[Connection, FakeTransport]:
+    conn = Connection(table, server_side=True, share=share)
     transport = FakeTransport()
     conn.connection_made(cast(asyncio.Transport, transport))
     return conn, transport
@@ -117,6 +119,35 @@ async def test_a_pipeline_is_handled_a_turn_at_a_time_and_others_go_in_between()
         await asyncio.sleep(0)
     assert [op for who, op in recorder.seen if who == "busy"] == list(range(total))
     assert busy_transport.calls[-1] == "resume"
+
+
+async def test_many_pipelines_share_a_bounded_number_of_commands_per_iteration() -> None:
+    # Twenty pipelining peers: their later turns are taken round-robin, at most
+    # per_iteration commands per loop iteration in all, and none waits for ever.
+    recorder = Recorder()
+    table = HandlerTable()
+    table.register(RECORD, recorder.handle)
+    share = TurnShare(per_iteration=4 * COMMANDS_PER_TURN)
+    peers = [connect(table, share) for _ in range(20)]
+    total = 3 * COMMANDS_PER_TURN + 5
+    for i, (conn, _) in enumerate(peers):
+        conn.data_received(frames(f"p{i}", total))  # the first turn of each at once
+    assert len(recorder.seen) == 20 * COMMANDS_PER_TURN
+    handled = [len(recorder.seen)]
+    turns_of: dict[str, int] = {}
+    while len(share):
+        before = len(recorder.seen)
+        await asyncio.sleep(0)  # one loop iteration
+        handled.append(len(recorder.seen))
+        for who, _ in recorder.seen[before:]:
+            turns_of[who] = turns_of.get(who, 0) + 1
+        assert len(recorder.seen) - before <= share.per_iteration
+        if len(handled) == 6:  # 5 iterations x 4 turns: every peer had its second turn
+            assert len(turns_of) == 20
+    assert len(recorder.seen) == 20 * total
+    for i, (_, transport) in enumerate(peers):
+        assert [op for who, op in recorder.seen if who == f"p{i}"] == list(range(total))
+        assert transport.calls[-1] == "resume"
 
 
 async def test_a_pipeline_over_a_socket_is_answered_whole_and_in_order(
