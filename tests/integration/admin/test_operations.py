@@ -83,7 +83,15 @@ async def test_consumer_and_producer_operations(
         assert row["inMsg24Hour"] == 10 and row["outMsg24Hour"] >= 10, stats
         assert row["accumulation"] >= 0
 
-        # back to the start: the running C++ consumer is told, and gets all ten again
+        # back to the start: the running C++ consumer is told, and gets all ten again.
+        # The broker resets only a group with offsets on the topic: wait for the
+        # consumer's offset save (every 5 s) to have committed all ten.
+        async def committed() -> bool:
+            async with AdminClient(ns) as admin:
+                stats = await admin.consumer_progress("cg_ops", TOPIC)
+            return sum(w.consumer_offset for w in stats.offset_table.values()) == 10
+
+        await eventually(committed, 15, 0.2)
         since = str(started - 60_000)
         reset = json_of(await admin_cli("resetOffsetByTime", "-n", ns, "-g", "cg_ops",
                                         "-t", TOPIC, "-s", since, "--json"))  # fmt: skip
