@@ -134,6 +134,15 @@ class FrameDecoder:
         hstart = start + 4
         bstart = hstart + h
         bend = start + length
-        body = bytes(src[bstart:bend]) if bend > bstart else b""
+        if bend <= bstart:
+            body = b""
+        elif type(src) is bytes:
+            body = src[bstart:bend]
+        else:
+            # One copy: slicing a bytearray copies once and bytes() again. Pull
+            # answers (32 records of 1 KiB and more) are most often assembled
+            # here over several reads. The view is gone when the expression
+            # ends, so the buffer may still resize.
+            body = bytes(memoryview(src)[bstart:bend])
         # Slicing copies the (small) header, so no view pins the bytearray buffer.
         return decode(src[hstart:bstart], body)
