@@ -22,6 +22,10 @@ cost), with the broker's CPU per message beside it for context.
     .venv/bin/python benchmarks/client_cost.py --rounds 5
     .venv/bin/python benchmarks/client_cost.py --profile consume --top 30
     .venv/bin/python benchmarks/client_cost.py --workloads sync --sync 5000
+    # bigger pulls, which a broker gives only when configured to (RocketMQ's
+    # maxTransferCountOnMessageInMemory is 32, a pull's pullBatchSize at most 1024)
+    .venv/bin/python benchmarks/client_cost.py --workloads consume lite \\
+        --broker-max-transfer 256 --pull-batch 256
 
 Not a test: nothing here asserts a speed.
 """
@@ -96,7 +100,7 @@ async def send_sync(producer: Producer, pool: list[bytes], n: int) -> int:
     return n
 
 
-async def consume_push(namesrv: str, n: int) -> int:
+async def consume_push(namesrv: str, n: int, pull_batch: int) -> int:
     """A new group reads ``n`` messages of the backlog with a plain listener."""
     got = 0
     nbytes = 0
@@ -115,6 +119,7 @@ async def consume_push(namesrv: str, n: int) -> int:
         listener=listener,
         consume_from="first",
         instance_name="cost-consume",
+        pull_batch_size=pull_batch,
     )
     consumer.subscribe(TOPIC)
     await consumer.start()
@@ -129,11 +134,15 @@ async def consume_push(namesrv: str, n: int) -> int:
     return got
 
 
-async def consume_lite(namesrv: str, n: int) -> int:
+async def consume_lite(namesrv: str, n: int, pull_batch: int) -> int:
     got = 0
     nbytes = 0
     consumer = LitePullConsumer(
-        new_group("lite"), namesrv=namesrv, consume_from="first", instance_name="cost-lite"
+        new_group("lite"),
+        namesrv=namesrv,
+        consume_from="first",
+        instance_name="cost-lite",
+        pull_batch_size=pull_batch,
     )
     consumer.subscribe(TOPIC)
     await consumer.start()
@@ -198,8 +207,8 @@ async def measure(args: argparse.Namespace, namesrv: str, broker_addr: str, pid:
         runs: dict[str, Callable[[], Awaitable[int]]] = {
             "batched": lambda: produce_batched(producer, pool, args.batched),
             "sync": lambda: send_sync(producer, pool, args.sync),
-            "consume": lambda: consume_push(namesrv, backlog),
-            "lite": lambda: consume_lite(namesrv, backlog),
+            "consume": lambda: consume_push(namesrv, backlog, args.pull_batch),
+            "lite": lambda: consume_lite(namesrv, backlog, args.pull_batch),
         }
         if args.profile:
             # CPU time, not wall time: the figure is the client's CPU, and a send
@@ -258,6 +267,16 @@ def main() -> None:
     parser.add_argument("--batched", type=int, default=100_000, help="messages per batched run")
     parser.add_argument("--sync", type=int, default=5_000, help="messages per one-by-one run")
     parser.add_argument("--backlog", type=int, default=200_000, help="messages consumed per run")
+    parser.add_argument(
+        "--pull-batch", type=int, default=32, help="consumers' pull_batch_size (RocketMQ: 32)"
+    )
+    parser.add_argument(
+        "--broker-max-transfer",
+        type=int,
+        default=0,
+        help="the broker's maxTransferCountOnMessageInMemory (0: its default, 32), with "
+        "maxTransferBytesOnMessageInMemory raised to match 1 KiB bodies",
+    )
     parser.add_argument("--profile", choices=WORKLOADS, help="cProfile one run of a workload")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sort", default="tottime", help="pstats sort key")
