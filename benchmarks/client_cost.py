@@ -275,7 +275,7 @@ def main() -> None:
         type=int,
         default=0,
         help="the broker's maxTransferCountOnMessageInMemory (0: its default, 32), with "
-        "maxTransferBytesOnMessageInMemory raised to match 1 KiB bodies",
+        "maxTransferBytesOnMessageInMemory 4 MiB",
     )
     parser.add_argument("--profile", choices=WORKLOADS, help="cProfile one run of a workload")
     parser.add_argument("--top", type=int, default=30)
@@ -284,12 +284,13 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every round")
     args = parser.parse_args()
+    props = {"mappedFileSizeCommitLog": str(256 << 20)}
+    if args.broker_max_transfer:
+        props["maxTransferCountOnMessageInMemory"] = str(args.broker_max_transfer)
+        props["maxTransferBytesOnMessageInMemory"] = str(4 << 20)
     with (
         tempfile.TemporaryDirectory() as tmp,
-        broker_processes(Path(tmp), {"mappedFileSizeCommitLog": str(256 << 20)}) as (
-            namesrv,
-            broker,
-        ),
+        broker_processes(Path(tmp), props) as (namesrv, broker),
     ):
         assert broker.proc is not None
         main_coro = measure(args, namesrv, broker.address, broker.proc.pid)
