@@ -279,7 +279,7 @@ class BrokerApi:
         addr: str,
         mq: MessageQueue,
         ext: dict[str, str],
-        body: bytes,
+        body: bytes | bytearray,
         msg_id: str,
         timeout_s: float | None,
         *,

@@ -3,7 +3,8 @@
 Owns: ``check_message`` and ``check_batch`` (RocketMQ's client-side
 Validators), ``compress_body`` (the COMPRESSED sysFlag decision) and
 ``encode_batches`` (batch bodies within the size limit, every message with
-its UNIQ_KEY). Pure: no I/O; the caller passes the time.
+its UNIQ_KEY; the records are written by ``batch_body.pack_batches``). Pure: no
+I/O; the caller passes the time.
 
 Rules (Java DefaultMQProducerImpl, Validators, MessageBatch):
 * a topic is legal by TopicValidator and not one producers may not send to;
@@ -21,13 +22,13 @@ Rules (Java DefaultMQProducerImpl, Validators, MessageBatch):
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from zlib_ng import zlib_ng
 
+from apogee.client.batch_body import pack_batches
 from apogee.client.uniq_key import new_uniq_keys
 from apogee.errors import InvalidMessageError
 from apogee.model.message import (
@@ -36,15 +37,12 @@ from apogee.model.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
 )
-from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 from apogee.model.topic import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 DEFAULT_COMPRESS_THRESHOLD = 4096
 DEFAULT_COMPRESS_LEVEL = 5
 
-_BATCH_HEAD = struct.Struct(">iiiii")
-_I16 = struct.Struct(">h")
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
@@ -121,7 +119,7 @@ COMPRESSED_SYS_FLAG = COMPRESSED_FLAG
 class EncodedBatch:
     """One SEND_BATCH_MESSAGE body and what it holds."""
 
-    body: bytes
+    body: bytes | bytearray  # written once, never changed after (retries send it again)
     count: int
     msg_id: str  # the UNIQ_KEYs of its messages, comma-joined (Java's SendResult.msgId)
 
@@ -136,40 +134,8 @@ def encode_batches(messages: Sequence[Message], now_ms: int, max_size: int) -> l
         InvalidMessageError: a message alone is larger than ``max_size``
             encoded, or its property string exceeds 32767 bytes.
     """
-    uniq = _UNIQ
-    missing = [m for m in messages if uniq not in m.properties]
-    if missing:
-        for msg, key in zip(missing, new_uniq_keys(now_ms, len(missing)), strict=True):
-            msg.properties[uniq] = key
-    head = _BATCH_HEAD.pack
-    plen = _I16.pack
-    out: list[EncodedBatch] = []
-    parts: list[bytes] = []
-    keys: list[str] = []
-    size = 0
-    for i, msg in enumerate(messages):
-        props = msg.properties
-        key = props[uniq]
-        if len(props) == 1:  # the common case: nothing but the id
-            encoded = f"{uniq}\x01{key}\x02".encode()
-        else:
-            encoded = "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode()
-            if len(encoded) > MAX_PROPERTIES_LENGTH:
-                raise InvalidMessageError(
-                    f"messages[{i}].properties: {len(encoded)} bytes, the limit is 32767"
-                )
-        body = msg.body
-        blen = len(body)
-        total = 22 + blen + len(encoded)
-        if size + total > max_size:
-            if total > max_size:
-                raise InvalidMessageError(
-                    f"messages[{i}]: {total} bytes encoded, more than a batch may hold ({max_size})"
-                )
-            out.append(EncodedBatch(b"".join(parts), len(keys), ",".join(keys)))
-            parts, keys, size = [], [], 0
-        parts += (head(total, 0, 0, msg.flag, blen), body, plen(len(encoded)), encoded)
-        keys.append(key)
-        size += total
-    out.append(EncodedBatch(b"".join(parts), len(keys), ",".join(keys)))
-    return out
+
+    def new_keys(count: int) -> list[str]:
+        return new_uniq_keys(now_ms, count)
+
+    return [EncodedBatch(*batch) for batch in pack_batches(messages, max_size, new_keys)]

@@ -143,20 +143,28 @@ class ProcessQueue(Generic[M]):
         """
         held = self._held
         order = self._order
+        # in locals, not attributes, per message: this runs for every message pulled
+        last = order[-1] if order else -1
         in_order = True
         added = 0
+        size = 0
+        newest = -1  # the offset of the last message added
         for msg in messages:
             offset = msg.queue_offset
             if held.get(offset) is None:
                 added += 1
-                self._size += msg.body_size
-                self._max_offset = offset
-                if order and offset <= order[-1]:
+                size += msg.body_size
+                newest = offset
+                if offset <= last:
                     in_order = False
                 else:
                     order.append(offset)
+                    last = offset
             held[offset] = msg
-        self._count += added
+        if added:
+            self._count += added
+            self._size += size
+            self._max_offset = newest
         if not in_order:  # a pull went back (a seek): rare, so sort once
             self._order = deque(sorted(held))
         if messages and max_offset is not None:
@@ -177,15 +185,16 @@ class ProcessQueue(Generic[M]):
         self.last_consume_ms = self._clock.now_ms()
         if not self._held:
             return None
+        pop = self._held.pop
         removed = 0
+        size = 0
         for msg in messages:
-            gone = self._held.pop(msg.queue_offset, None)
+            gone = pop(msg.queue_offset, None)
             if gone is not None:
                 removed += 1
-                self._size -= gone.body_size
+                size += gone.body_size
         self._count -= removed
-        if self._count == 0:
-            self._size = 0
+        self._size = self._size - size if self._count else 0
         first = self._first()
         return self._max_offset + 1 if first is None else first
 

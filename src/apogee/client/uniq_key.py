@@ -29,7 +29,6 @@ _next_month_ms = 0
 # the id text up to the counter, for the millisecond it was made for
 _base_ms = -1
 _base_text = ""
-_U16_BE = struct.Struct(">H")
 
 
 def _month_bounds(now_ms: int) -> tuple[int, int]:
@@ -65,8 +64,13 @@ def new_uniq_key(now_ms: int) -> str:
 
 def new_uniq_keys(now_ms: int, count: int) -> list[str]:
     """``count`` fresh UNIQ_KEYs for messages sent together at ``now_ms``."""
+    if count <= 0:
+        return []
     base, first = _base(now_ms, count)
-    # every counter's 4 hex digits in one hex() call, then sliced: a batch makes many ids
-    counters = b"".join([_U16_BE.pack((first + i) & 0xFFFF) for i in range(count)])
-    digits = counters.hex().upper()
-    return [base + digits[i : i + 4] for i in range(0, 4 * count, 4)]
+    end = first + count
+    # every counter packed in one call, hex-formatted in one call with a comma
+    # between counters, each comma then followed by the base, and split: a batch
+    # makes many ids, and this is a handful of calls whatever their number
+    counters = range(first, end) if end <= 0x10000 else [(first + i) & 0xFFFF for i in range(count)]
+    packed = struct.pack(f">{count}H", *counters)
+    return (base + packed.hex(",", 2).upper().replace(",", "," + base)).split(",")

@@ -101,8 +101,9 @@ def with_transaction_type(sys_flag: int, tx_type: int) -> int:
 
 def properties_to_string(properties: Mapping[str, str | None]) -> str:
     """Encode a property map; pairs whose value is None are skipped."""
+    # a list, not a generator: join() makes one of a generator first anyway
     return "".join(
-        f"{name}\x01{value}\x02" for name, value in properties.items() if value is not None
+        [f"{name}\x01{value}\x02" for name, value in properties.items() if value is not None]
     )
 
 

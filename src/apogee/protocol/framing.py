@@ -36,6 +36,7 @@ _ENCODERS = {SerializeType.JSON: header_json.encode, SerializeType.ROCKETMQ: hea
 _JSON = SerializeType.JSON
 _json_encode = header_json.encode
 _pack_prefix = _PREFIX.pack
+_BUFFER_TYPES = (bytes, bytearray, memoryview)
 _DECODERS = {
     SerializeType.JSON.value: header_json.decode,
     SerializeType.ROCKETMQ.value: header_binary.decode,
@@ -55,7 +56,8 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
     if h > _HEADER_MASK:
         raise ProtocolError(f"header of {h} bytes does not fit 24 bits")
     body = cmd.body
-    if isinstance(body, bytes | bytearray | memoryview):
+    # bytes first: isinstance against a union builds the union on every call
+    if type(body) is bytes or isinstance(body, _BUFFER_TYPES):
         b = len(body) if type(body) is bytes else memoryview(body).nbytes
         head = _pack_prefix(4 + h + b, (kind << 24) | h) + header
         return [head, body] if b else [head]
@@ -134,6 +136,15 @@ class FrameDecoder:
         hstart = start + 4
         bstart = hstart + h
         bend = start + length
-        body = bytes(src[bstart:bend]) if bend > bstart else b""
+        if bend <= bstart:
+            body = b""
+        elif type(src) is bytes:
+            body = src[bstart:bend]
+        else:
+            # One copy: slicing a bytearray copies once and bytes() again. Pull
+            # answers (32 records of 1 KiB and more) are most often assembled
+            # here over several reads. The view is gone when the expression
+            # ends, so the buffer may still resize.
+            body = bytes(memoryview(src)[bstart:bend])
         # Slicing copies the (small) header, so no view pins the bytearray buffer.
         return decode(src[hstart:bstart], body)
