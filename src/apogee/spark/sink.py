@@ -10,9 +10,10 @@ number in flight, and returns only when every send was answered SEND_OK; a
 failed send fails the task and Spark runs it again.
 
 Exactly-once (``exactlyOnce=true``): each row goes out as a transactional
-half message, invisible to consumers, tagged ``<sink id>/<batch id>/<token>``
-(sink id: the streaming query's id, which survives restarts; token: one per
-task attempt). The task returns the half messages it sent; the driver's
+half message (in batches per queue, see ``Cluster.send_halves``), invisible
+to consumers, tagged ``<sink id>/<batch id>/<token>`` (sink id: the
+streaming query's id, which survives restarts; token: one per task
+attempt). The task returns the half messages it sent; the driver's
 ``commit`` writes the batch's ledger entry (``apogee.spark.ledger``) and
 then commits them, ``abort`` rolls them back, and a batch id that already
 has an entry is rolled back instead (a replay). The broker's checks are
@@ -228,14 +229,14 @@ def _send_halves(
     router = _Router(cluster, _partition_id())
     token = uuid.uuid4().hex
     tag = TxnTag(sink_id, batch_id, token).text()
-    window = max(opts.max_in_flight, 1) * 8
+    window = max(opts.max_in_flight, 1) * 8  # rows per chunk handed to the loop thread
     pending: deque[Future[list[HalfRef]]] = deque()
     halves: list[HalfRef] = []
     chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
 
     def ship() -> None:
-        pending.append(cluster.send_halves(chunk, opts.producer_group, window))
+        pending.append(cluster.send_halves(chunk, opts.producer_group, opts.batch_size))
         while len(pending) > 2:  # one chunk on the wire while the next is built
             halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
 
