@@ -80,7 +80,9 @@ _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"
 #: Test seam: "<point>:<batch id>:<file>" makes the driver's commit touch <file> and
 #: stop there (point "before-ledger" or "after-ledger"), so a test can kill the
-#: driver at that exact step.
+#: driver at that exact step. Point "after-ledger+close" instead closes the
+#: committer's client (its connections to the brokers) right after the ledger
+#: entry, so the commit fails past its commit point and Spark calls abort.
 PAUSE_ENV = "APOGEE_SPARK_PAUSE_AT"
 
 
@@ -273,9 +275,9 @@ def _commit_halves(
             halves, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
         )
         return
-    _pause("before-ledger", batch_id)
+    _pause("before-ledger", batch_id, cluster)
     ledger.write(sink_id, batch_id, [m.token for m in done])
-    _pause("after-ledger", batch_id)
+    _pause("after-ledger", batch_id, cluster)
     cluster.end_transactions(halves, opts.producer_group, LocalTransactionState.COMMIT_MESSAGE)
 
 
@@ -315,13 +317,18 @@ def _abort_halves(
         )
 
 
-def _pause(point: str, batch_id: int) -> None:
+def _pause(point: str, batch_id: int, cluster: Cluster) -> None:
     wanted = os.environ.get(PAUSE_ENV, "")
     parts = wanted.split(":", 2)
-    if len(parts) == 3 and parts[0] == point and parts[1] == str(batch_id):
+    if len(parts) != 3 or parts[1] != str(batch_id):
+        return
+    if parts[0] == point:
         Path(parts[2]).write_text(f"{point} {batch_id}\n")
         while True:  # held here until the test kills the driver
             time.sleep(1)
+    if parts[0] == f"{point}+close":
+        Path(parts[2]).write_text(f"{parts[0]} {batch_id}\n")
+        cluster.close()  # as if its connections were lost: the next request fails
 
 
 class BatchWriter(DataSourceArrowWriter):
