@@ -12,6 +12,9 @@ default) and a throw-away broker (unless ``--namesrv``):
 4. streaming end to end: source -> transformation -> exactly-once sink
    (Trigger.AvailableNow), rows/s from query start to end.
 
+``--only sink`` skips the read figures (2 and the reader's parts): the
+sink writes and the stream, the exactly-once path, in a shorter run.
+
 The reader's own parts (pulls, decoding to Arrow) are timed outside Spark on
 the same data right after the batch read; ``--profile`` adds a cProfile of
 one queue's read.
@@ -58,10 +61,23 @@ BULK_PULLS = {
 @click.option("--messages", "count", default=200_000, show_default=True)
 @click.option("--size", default=1024, show_default=True, help="Body bytes per message.")
 @click.option("--master", default="local[2]", show_default=True)
+@click.option(
+    "--only",
+    type=click.Choice(["all", "sink"]),
+    default="all",
+    show_default=True,
+    help="sink: only the sink writes and the stream (the exactly-once path), no read figures.",
+)
 @click.option("--profile", is_flag=True, help="Print a cProfile of one queue's read.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spark_bench(  # noqa: PLR0917  # click passes every option
-    namesrv: str | None, count: int, size: int, master: str, profile: bool, as_json: bool
+    namesrv: str | None,
+    count: int,
+    size: int,
+    master: str,
+    only: str,
+    profile: bool,
+    as_json: bool,
 ) -> None:
     """Batch read vs Parquet, sink writes, and streaming end to end, on Spark."""
     root = Path(tempfile.mkdtemp(prefix="apogee-bench-spark-"))
@@ -71,7 +87,9 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
             Progress("starting the cluster", len(PHASES), unit=phases) as bar,
             _cluster(namesrv, root) as ns,
         ):
-            figures = _run(ns, root, count, size, master=master, profile=profile, bar=bar)
+            figures = _run(
+                ns, root, count, size, master=master, reads=only == "all", profile=profile, bar=bar
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if as_json:
@@ -114,7 +132,15 @@ def _phase(bar: Progress, index: int) -> None:
 
 
 def _run(
-    ns: str, root: Path, count: int, size: int, *, master: str, profile: bool, bar: Progress
+    ns: str,
+    root: Path,
+    count: int,
+    size: int,
+    *,
+    master: str,
+    reads: bool,
+    profile: bool,
+    bar: Progress,
 ) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads for this command only
@@ -154,26 +180,10 @@ def _run(
         def drain(frame: Any) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        source_s = min(_timed(lambda: drain(df)) for _ in range(2))
-        parquet_s = min(_timed(lambda: drain(pq)) for _ in range(2))
-        figures["batch read rows/s (rocketmq source)"] = count / source_s
-        figures["batch read rows/s (parquet)"] = count / parquet_s
-        figures["source / parquet"] = round(parquet_s / source_s, 3)
-        # what Spark takes from any Python source with this schema: one decoded batch
-        # handed over again and again, no broker, no decoding
-        spark.dataSource.register(ReplaySource)
-        replay = (
-            spark.read.format("apogee-bench-replay")
-            .option("namesrv", ns)
-            .option("topic", source)
-            .option("rows", str(count))
-            .load()
-        )
-        drain(replay)
-        replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
-        figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
-        _phase(bar, 3)
-        figures.update(_reader_parts(io_cluster, source, profile))
+        if reads:
+            figures.update(_reads(spark, ns, source, df, pq, drain, count))
+            _phase(bar, 3)
+            figures.update(_reader_parts(io_cluster, source, profile))
         _phase(bar, 4)
 
         bodies = pq.select("body")
@@ -196,6 +206,32 @@ def _run(
     finally:
         spark.stop()
     bar.update(len(PHASES))
+    return figures
+
+
+def _reads(  # noqa: PLR0917  # the pieces of one run
+    spark: Any, ns: str, source: str, df: Any, pq: Any, drain: Callable[[Any], None], count: int
+) -> dict[str, Any]:
+    """Batch reads: the source and Parquet drained, and the Python source ceiling."""
+    figures: dict[str, Any] = {}
+    source_s = min(_timed(lambda: drain(df)) for _ in range(2))
+    parquet_s = min(_timed(lambda: drain(pq)) for _ in range(2))
+    figures["batch read rows/s (rocketmq source)"] = count / source_s
+    figures["batch read rows/s (parquet)"] = count / parquet_s
+    figures["source / parquet"] = round(parquet_s / source_s, 3)
+    # what Spark takes from any Python source with this schema: one decoded batch
+    # handed over again and again, no broker, no decoding
+    spark.dataSource.register(ReplaySource)
+    replay = (
+        spark.read.format("apogee-bench-replay")
+        .option("namesrv", ns)
+        .option("topic", source)
+        .option("rows", str(count))
+        .load()
+    )
+    drain(replay)
+    replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
+    figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
     return figures
 
 
