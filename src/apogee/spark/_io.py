@@ -25,6 +25,7 @@ import contextlib
 import os
 import socket
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ T = TypeVar("T")
 #: Consumer group named in pulls; the source never commits through a pull.
 READER_GROUP = "APOGEE_SPARK_READER"
 _HALF_BATCH_BYTES = 1 << 20  # a batch of half messages stays far below the 4 MiB limit
+_END_WINDOW = 2048  # END_TRANSACTIONs written before a barrier confirms them
 _HEARTBEAT_S = 20.0  # under the broker's 120 s channel expiry, as the Java client's 30 s is
 
 
@@ -425,8 +427,12 @@ class Cluster:
 
         They go out oneway, as RocketMQ producers send them, in the order given on
         one connection per broker (so messages of one queue become visible in the
-        order they were sent); then one ordinary request per broker, answered
-        only after everything before it on that connection was handled.
+        order they were sent). Every ``_END_WINDOW`` of them, and at the end, one
+        ordinary request per broker follows on the same connection: its answer
+        means every END_TRANSACTION before it was handled. The next window is
+        written while the broker works through the last, so at most two windows
+        wait at a broker: a broker is never handed a whole batch's commits at
+        once (RocketMQ's queues them in a bounded pool and drops what overflows).
         """
         self.run(self._end_all(halves, group, state), timeout_s=max(60.0, len(halves) / 500))
 
@@ -434,8 +440,9 @@ class Cluster:
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState
     ) -> None:
         api = self.broker_api
-        barriers: dict[str, tuple[str, int]] = {}
-        for addr, topic, queue_offset, log_offset, msg_id, tx_id in halves:
+        unconfirmed: dict[str, str] = {}  # broker -> a topic of it, since its last barrier
+        barriers: deque[asyncio.Future[list[int]]] = deque()
+        for n, (addr, topic, queue_offset, log_offset, msg_id, tx_id) in enumerate(halves, 1):
             header = h.EndTransactionRequestHeader(
                 producer_group=group,
                 tran_state_table_offset=queue_offset,
@@ -446,8 +453,19 @@ class Cluster:
                 transaction_id=tx_id,
             )
             await api.end_transaction(addr, header, oneway=True)
-            barriers.setdefault(addr, (topic, 0))
-        await self._gather(api.get_max_offset(a, t, q) for a, (t, q) in barriers.items())
+            unconfirmed.setdefault(addr, topic)
+            if n % _END_WINDOW == 0:
+                barriers.append(asyncio.ensure_future(self._barrier(unconfirmed)))
+                unconfirmed = {}
+                while len(barriers) > 1:
+                    await barriers.popleft()
+        barriers.append(asyncio.ensure_future(self._barrier(unconfirmed)))
+        while barriers:
+            await barriers.popleft()
+
+    async def _barrier(self, brokers: dict[str, str]) -> list[int]:
+        api = self.broker_api
+        return await self._gather(api.get_max_offset(a, t, 0) for a, t in brokers.items())
 
     def answer_checks(self, group: str, listener: CheckListener) -> None:
         """Answer the broker's checks of ``group``'s half messages with ``listener``.
