@@ -121,6 +121,14 @@ def _timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def _rate(count: int, action: Callable[[], object]) -> float | str:
+    """Rows per second of ``action``; a failure is a figure too (its first line)."""
+    try:
+        return count / _timed(action)
+    except Exception as exc:  # Spark raises Py4J and streaming errors alike
+        return f"failed: {str(exc).strip().splitlines()[0][:200]}"
+
+
 #: what the bar names, in the order ``_run`` goes through them
 PHASES = ("preloading", "starting Spark", "batch reads", "reader parts", "sink writes",
           "streaming")  # fmt: skip
@@ -196,12 +204,14 @@ def _run(
             ("at-least-once", out_alo, "false"),
             ("exactly-once", out_eo, "true"),
         ):
-            took = _timed(lambda t=topic, e=exactly: write(t, e))  # type: ignore[misc]
-            figures[f"sink write rows/s ({name})"] = count / took
+            figures[f"sink write rows/s ({name})"] = _rate(
+                count,
+                lambda t=topic, e=exactly: write(t, e),  # type: ignore[misc]
+            )
 
         _phase(bar, 5)
-        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = count / _timed(
-            lambda: _stream(spark, ns, source, out_stream, root)
+        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = _rate(
+            count, lambda: _stream(spark, ns, source, out_stream, root)
         )
     finally:
         spark.stop()
