@@ -10,7 +10,11 @@ default) and a throw-away broker (unless ``--namesrv``):
    batch (the ceiling of any Python data source with this schema);
 3. sink: the Parquet rows written to topics, at-least-once and exactly-once;
 4. streaming end to end: source -> transformation -> exactly-once sink
-   (Trigger.AvailableNow), rows/s from query start to end.
+   (Trigger.AvailableNow), rows/s from query start to end, and Spark's
+   own split of the time (durationMs: addBatch is the write and its commit).
+
+With a broker it started, the sink figures come with the broker's CPU
+seconds over each (how much of the time the broker was the one working).
 
 ``--only sink`` skips the read figures (2 and the reader's parts): the
 sink writes and the stream, the exactly-once path, in a shorter run.
@@ -48,7 +52,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from apogee._util.progress import Progress, print_summary
-from apogee.bench.cluster import cluster, namesrv_option
+from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option
 
 BULK_PULLS = {
     "maxTransferCountOnMessageInMemory": "1024",
@@ -85,11 +89,12 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
         phases = f"of {len(PHASES)} phases"
         with (
             Progress("starting the cluster", len(PHASES), unit=phases) as bar,
-            _cluster(namesrv, root) as ns,
+            _cluster(namesrv, root) as (ns, broker_pid),
         ):
             figures = _run(
-                ns, root, count, size, master=master, reads=only == "all", profile=profile, bar=bar
-            )
+                ns, root, count, size, master=master, reads=only == "all", profile=profile,
+                bar=bar, broker_pid=broker_pid,
+            )  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if as_json:
@@ -106,13 +111,14 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
 
 
 @contextlib.contextmanager
-def _cluster(namesrv: str | None, root: Path) -> Iterator[str]:
+def _cluster(namesrv: str | None, root: Path) -> Iterator[tuple[str, int | None]]:
+    """The name server, and the broker's pid when this command started it."""
     if namesrv is not None:
-        yield namesrv
+        yield namesrv, None
         return
     (root / "cluster").mkdir()
-    with cluster(root / "cluster", "ASYNC_FLUSH", properties=BULK_PULLS) as (ns, _pid):
-        yield ns
+    with cluster(root / "cluster", "ASYNC_FLUSH", properties=BULK_PULLS) as (ns, pid):
+        yield ns, pid
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -149,6 +155,7 @@ def _run(
     reads: bool,
     profile: bool,
     bar: Progress,
+    broker_pid: int | None,
 ) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads for this command only
@@ -204,15 +211,22 @@ def _run(
             ("at-least-once", out_alo, "false"),
             ("exactly-once", out_eo, "true"),
         ):
+            busy = cpu_seconds(broker_pid)
             figures[f"sink write rows/s ({name})"] = _rate(
                 count,
                 lambda t=topic, e=exactly: write(t, e),  # type: ignore[misc]
             )
+            figures[f"  broker CPU s ({name})"] = _busy(broker_pid, busy)
 
         _phase(bar, 5)
+        busy = cpu_seconds(broker_pid)
+        stages: dict[str, int] = {}
         figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = _rate(
-            count, lambda: _stream(spark, ns, source, out_stream, root)
+            count, lambda: _stream(spark, ns, source, out_stream, root, stages)
         )
+        figures["  broker CPU s (stream)"] = _busy(broker_pid, busy)
+        for stage, ms in sorted(stages.items(), key=lambda kv: -kv[1]):
+            figures[f"  stream {stage} ms"] = ms
     finally:
         spark.stop()
     bar.update(len(PHASES))
@@ -298,7 +312,17 @@ def _preload(cluster: Any, topic: str, count: int, size: int) -> None:
         future.result(60)
 
 
-def _stream(spark: Any, ns: str, source: str, result: str, root: Path) -> None:
+def _busy(pid: int | None, before: float | None) -> float | str:
+    after = cpu_seconds(pid)
+    if after is None or before is None:
+        return "n/a (a running cluster)"
+    return round(after - before, 2)
+
+
+def _stream(  # noqa: PLR0917  # the pieces of one run
+    spark: Any, ns: str, source: str, result: str, root: Path, stages: dict[str, int]
+) -> None:
+    """Run the stream to its end; ``stages`` gets Spark's durationMs summed over its batches."""
     query = (
         spark.readStream.format("rocketmq")
         .option("namesrv", ns)
@@ -316,6 +340,9 @@ def _stream(spark: Any, ns: str, source: str, result: str, root: Path) -> None:
         .start()
     )
     query.awaitTermination()
+    for progress in query.recentProgress:
+        for stage, ms in (progress.durationMs or {}).items():
+            stages[stage] = stages.get(stage, 0) + int(ms)
     if query.exception() is not None:
         raise click.ClickException(str(query.exception()))
 
