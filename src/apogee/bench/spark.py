@@ -10,7 +10,14 @@ default) and a throw-away broker (unless ``--namesrv``):
    batch (the ceiling of any Python data source with this schema);
 3. sink: the Parquet rows written to topics, at-least-once and exactly-once;
 4. streaming end to end: source -> transformation -> exactly-once sink
-   (Trigger.AvailableNow), rows/s from query start to end.
+   (Trigger.AvailableNow), rows/s from query start to end, and Spark's
+   own split of the time (durationMs: addBatch is the write and its commit).
+
+With a broker it started, the sink figures come with the broker's CPU
+seconds over each (how much of the time the broker was the one working).
+
+``--only sink`` skips the read figures (2 and the reader's parts): the
+sink writes and the stream, the exactly-once path, in a shorter run.
 
 The reader's own parts (pulls, decoding to Arrow) are timed outside Spark on
 the same data right after the batch read; ``--profile`` adds a cProfile of
@@ -45,7 +52,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from apogee._util.progress import Progress, print_summary
-from apogee.bench.cluster import cluster, namesrv_option
+from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option
 
 BULK_PULLS = {
     "maxTransferCountOnMessageInMemory": "1024",
@@ -58,10 +65,23 @@ BULK_PULLS = {
 @click.option("--messages", "count", default=200_000, show_default=True)
 @click.option("--size", default=1024, show_default=True, help="Body bytes per message.")
 @click.option("--master", default="local[2]", show_default=True)
+@click.option(
+    "--only",
+    type=click.Choice(["all", "sink"]),
+    default="all",
+    show_default=True,
+    help="sink: only the sink writes and the stream (the exactly-once path), no read figures.",
+)
 @click.option("--profile", is_flag=True, help="Print a cProfile of one queue's read.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spark_bench(  # noqa: PLR0917  # click passes every option
-    namesrv: str | None, count: int, size: int, master: str, profile: bool, as_json: bool
+    namesrv: str | None,
+    count: int,
+    size: int,
+    master: str,
+    only: str,
+    profile: bool,
+    as_json: bool,
 ) -> None:
     """Batch read vs Parquet, sink writes, and streaming end to end, on Spark."""
     root = Path(tempfile.mkdtemp(prefix="apogee-bench-spark-"))
@@ -69,9 +89,12 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
         phases = f"of {len(PHASES)} phases"
         with (
             Progress("starting the cluster", len(PHASES), unit=phases) as bar,
-            _cluster(namesrv, root) as ns,
+            _cluster(namesrv, root) as (ns, broker_pid),
         ):
-            figures = _run(ns, root, count, size, master=master, profile=profile, bar=bar)
+            figures = _run(
+                ns, root, count, size, master=master, reads=only == "all", profile=profile,
+                bar=bar, broker_pid=broker_pid,
+            )  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if as_json:
@@ -88,19 +111,28 @@ def spark_bench(  # noqa: PLR0917  # click passes every option
 
 
 @contextlib.contextmanager
-def _cluster(namesrv: str | None, root: Path) -> Iterator[str]:
+def _cluster(namesrv: str | None, root: Path) -> Iterator[tuple[str, int | None]]:
+    """The name server, and the broker's pid when this command started it."""
     if namesrv is not None:
-        yield namesrv
+        yield namesrv, None
         return
     (root / "cluster").mkdir()
-    with cluster(root / "cluster", "ASYNC_FLUSH", properties=BULK_PULLS) as (ns, _pid):
-        yield ns
+    with cluster(root / "cluster", "ASYNC_FLUSH", properties=BULK_PULLS) as (ns, pid):
+        yield ns, pid
 
 
 def _timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
+
+
+def _rate(count: int, action: Callable[[], object]) -> float | str:
+    """Rows per second of ``action``; a failure is a figure too (its first line)."""
+    try:
+        return count / _timed(action)
+    except Exception as exc:  # Spark raises Py4J and streaming errors alike
+        return f"failed: {str(exc).strip().splitlines()[0][:200]}"
 
 
 #: what the bar names, in the order ``_run`` goes through them
@@ -114,7 +146,16 @@ def _phase(bar: Progress, index: int) -> None:
 
 
 def _run(
-    ns: str, root: Path, count: int, size: int, *, master: str, profile: bool, bar: Progress
+    ns: str,
+    root: Path,
+    count: int,
+    size: int,
+    *,
+    master: str,
+    reads: bool,
+    profile: bool,
+    bar: Progress,
+    broker_pid: int | None,
 ) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads for this command only
@@ -154,26 +195,10 @@ def _run(
         def drain(frame: Any) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        source_s = min(_timed(lambda: drain(df)) for _ in range(2))
-        parquet_s = min(_timed(lambda: drain(pq)) for _ in range(2))
-        figures["batch read rows/s (rocketmq source)"] = count / source_s
-        figures["batch read rows/s (parquet)"] = count / parquet_s
-        figures["source / parquet"] = round(parquet_s / source_s, 3)
-        # what Spark takes from any Python source with this schema: one decoded batch
-        # handed over again and again, no broker, no decoding
-        spark.dataSource.register(ReplaySource)
-        replay = (
-            spark.read.format("apogee-bench-replay")
-            .option("namesrv", ns)
-            .option("topic", source)
-            .option("rows", str(count))
-            .load()
-        )
-        drain(replay)
-        replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
-        figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
-        _phase(bar, 3)
-        figures.update(_reader_parts(io_cluster, source, profile))
+        if reads:
+            figures.update(_reads(spark, ns, source, df, pq, drain, count))
+            _phase(bar, 3)
+            figures.update(_reader_parts(io_cluster, source, profile))
         _phase(bar, 4)
 
         bodies = pq.select("body")
@@ -186,16 +211,51 @@ def _run(
             ("at-least-once", out_alo, "false"),
             ("exactly-once", out_eo, "true"),
         ):
-            took = _timed(lambda t=topic, e=exactly: write(t, e))  # type: ignore[misc]
-            figures[f"sink write rows/s ({name})"] = count / took
+            busy = cpu_seconds(broker_pid)
+            figures[f"sink write rows/s ({name})"] = _rate(
+                count,
+                lambda t=topic, e=exactly: write(t, e),  # type: ignore[misc]
+            )
+            figures[f"  broker CPU s ({name})"] = _busy(broker_pid, busy)
 
         _phase(bar, 5)
-        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = count / _timed(
-            lambda: _stream(spark, ns, source, out_stream, root)
+        busy = cpu_seconds(broker_pid)
+        stages: dict[str, int] = {}
+        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = _rate(
+            count, lambda: _stream(spark, ns, source, out_stream, root, stages)
         )
+        figures["  broker CPU s (stream)"] = _busy(broker_pid, busy)
+        for stage, ms in sorted(stages.items(), key=lambda kv: -kv[1]):
+            figures[f"  stream {stage} ms"] = ms
     finally:
         spark.stop()
     bar.update(len(PHASES))
+    return figures
+
+
+def _reads(  # noqa: PLR0917  # the pieces of one run
+    spark: Any, ns: str, source: str, df: Any, pq: Any, drain: Callable[[Any], None], count: int
+) -> dict[str, Any]:
+    """Batch reads: the source and Parquet drained, and the Python source ceiling."""
+    figures: dict[str, Any] = {}
+    source_s = min(_timed(lambda: drain(df)) for _ in range(2))
+    parquet_s = min(_timed(lambda: drain(pq)) for _ in range(2))
+    figures["batch read rows/s (rocketmq source)"] = count / source_s
+    figures["batch read rows/s (parquet)"] = count / parquet_s
+    figures["source / parquet"] = round(parquet_s / source_s, 3)
+    # what Spark takes from any Python source with this schema: one decoded batch
+    # handed over again and again, no broker, no decoding
+    spark.dataSource.register(ReplaySource)
+    replay = (
+        spark.read.format("apogee-bench-replay")
+        .option("namesrv", ns)
+        .option("topic", source)
+        .option("rows", str(count))
+        .load()
+    )
+    drain(replay)
+    replay_s = min(_timed(lambda: drain(replay)) for _ in range(2))
+    figures["python source ceiling rows/s (replayed batch)"] = count / replay_s
     return figures
 
 
@@ -252,7 +312,17 @@ def _preload(cluster: Any, topic: str, count: int, size: int) -> None:
         future.result(60)
 
 
-def _stream(spark: Any, ns: str, source: str, result: str, root: Path) -> None:
+def _busy(pid: int | None, before: float | None) -> float | str:
+    after = cpu_seconds(pid)
+    if after is None or before is None:
+        return "n/a (a running cluster)"
+    return round(after - before, 2)
+
+
+def _stream(  # noqa: PLR0917  # the pieces of one run
+    spark: Any, ns: str, source: str, result: str, root: Path, stages: dict[str, int]
+) -> None:
+    """Run the stream to its end; ``stages`` gets Spark's durationMs summed over its batches."""
     query = (
         spark.readStream.format("rocketmq")
         .option("namesrv", ns)
@@ -270,6 +340,9 @@ def _stream(spark: Any, ns: str, source: str, result: str, root: Path) -> None:
         .start()
     )
     query.awaitTermination()
+    for progress in query.recentProgress:
+        for stage, ms in (progress.durationMs or {}).items():
+            stages[stage] = stages.get(stage, 0) + int(ms)
     if query.exception() is not None:
         raise click.ClickException(str(query.exception()))
 

@@ -21,6 +21,12 @@ forward, RocketMQ's way) is a new *copy* in the half queue. Every copy
 carries TRAN_PREPARED_QUEUE_OFFSET, the queue offset of the first copy: its
 *lineage*, which is what an END_TRANSACTION resolves, whichever copy it names.
 A lineage number a producer wrote itself is dropped when the half is stored.
+
+A batch of half messages (SEND_BATCH_MESSAGE with sysFlag PREPARED, which
+RocketMQ's own store refuses as MESSAGE_ILLEGAL) is an Apogee extension:
+every message of it becomes a half record of its own, with its own queue
+offset in the half queue, so each is committed, rolled back and checked
+alone, exactly as if it had been sent by itself.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ from apogee.model.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    BatchItem,
     HostPort,
     MessageExt,
+    StoreBatch,
     StoreMessage,
     properties_to_string,
     property_value,
@@ -82,6 +90,50 @@ def half_message(msg: StoreMessage) -> StoreMessage:
         TRANS_HALF_TOPIC, HALF_QUEUE_ID, msg.body, properties_to_string(props), msg.flag,
         with_transaction_type(msg.sys_flag, TRANSACTION_NOT_TYPE), msg.born_timestamp,
         msg.born_host, msg.store_host, msg.reconsume_times,
+    )  # fmt: skip
+
+
+#: Properties a message of a half batch may not carry itself: the broker writes them once
+#: for the whole batch (or, for the delay level and the lineage, not at all).
+_BATCH_RESERVED = tuple(
+    f"{name}\x01"
+    for name in (
+        PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
+        PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+        PROPERTY_DELAY_TIME_LEVEL,
+    )
+)  # fmt: skip
+
+
+def half_batch_problem(items: list[BatchItem]) -> str | None:
+    """Why a batch of half messages cannot be stored as it is; None when it can."""
+    for item in items:
+        props = item.properties
+        for name in _BATCH_RESERVED:
+            if name in props and (props.startswith(name) or f"\x02{name}" in props):
+                return f"a message of a batch of half messages sets {name[:-1]} itself"
+    return None
+
+
+def half_batch(batch: StoreBatch, producer_group: str) -> StoreBatch:
+    """The half records a batch of half messages becomes (``batch`` names the real queue).
+
+    Each item keeps its own properties; the batch-level ones (which the store
+    appends to every item) name the destination, TRAN_MSG and PGROUP, as
+    ``half_message`` gives one half message. Check items with
+    ``half_batch_problem`` first.
+    """
+    props = string_to_properties(batch.properties)
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    props.pop(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, None)
+    props[PROPERTY_TRANSACTION_PREPARED] = "true"
+    props.setdefault(PROPERTY_PRODUCER_GROUP, producer_group)
+    props[PROPERTY_REAL_TOPIC] = batch.topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(batch.queue_id)
+    return StoreBatch(
+        TRANS_HALF_TOPIC, HALF_QUEUE_ID, batch.items, properties_to_string(props),
+        with_transaction_type(batch.sys_flag, TRANSACTION_NOT_TYPE), batch.born_timestamp,
+        batch.born_host, batch.store_host, batch.reconsume_times,
     )  # fmt: skip
 
 

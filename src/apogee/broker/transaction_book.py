@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 
@@ -34,12 +35,17 @@ class TransactionBook:
         self.half_progress = half_progress
         self._next_op = next_op_offset
         self._lineages: dict[int, Lineage] = {}
+        # (newest copy, lineage) of every copy stored, smallest first, so that
+        # ``advance`` forgets lineages without walking all of them; an entry
+        # whose lineage has a newer copy since is skipped when it comes up
+        self._by_newest: list[tuple[int, int]] = []
 
     # -- what was stored ----------------------------------------------------------
 
     def opened(self, queue_offset: int) -> None:
         """A half message was stored at ``queue_offset``: a new lineage."""
         self._lineages[queue_offset] = Lineage(queue_offset)
+        heapq.heappush(self._by_newest, (queue_offset, queue_offset))
 
     def renewed(self, lineage: int, queue_offset: int) -> None:
         """A newer copy of ``lineage`` was stored at ``queue_offset``."""
@@ -48,6 +54,9 @@ class TransactionBook:
             self._lineages[lineage] = Lineage(queue_offset)
         elif queue_offset > entry.newest:
             entry.newest = queue_offset
+        else:
+            return
+        heapq.heappush(self._by_newest, (queue_offset, lineage))
 
     def resolve(self, lineage: int, op_offset: int = -1) -> bool:
         """Mark ``lineage`` committed, rolled back or discarded; False if it was not open.
@@ -88,9 +97,12 @@ class TransactionBook:
         if half_offset <= self.half_progress:
             return
         self.half_progress = half_offset
-        gone = [k for k, e in self._lineages.items() if e.newest < half_offset]
-        for key in gone:
-            del self._lineages[key]
+        by_newest, lineages = self._by_newest, self._lineages
+        while by_newest and by_newest[0][0] < half_offset:
+            newest, key = heapq.heappop(by_newest)
+            entry = lineages.get(key)
+            if entry is not None and entry.newest == newest:
+                del lineages[key]
 
     def op_progress(self) -> int:
         """The op-queue offset a restart must read op records from."""

@@ -227,8 +227,14 @@ class BrokerApi:
         default_topic: str = AUTO_CREATE_TOPIC_KEY,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         timeout_s: float | None = None,
+        sys_flag: int = 0,
+        properties: str = "",
     ) -> SendResult:
-        """Send messages of one topic as one batch; they get consecutive offsets."""
+        """Send messages of one topic as one batch; they get consecutive offsets.
+
+        ``sys_flag`` and ``properties`` are the batch-level ones (the broker adds
+        the properties to every message); RocketMQ clients send none.
+        """
         if not messages:
             raise ClientError("a batch needs at least one message")
         topic = messages[0].topic
@@ -242,10 +248,10 @@ class BrokerApi:
             default_topic=default_topic,
             default_topic_queue_nums=default_topic_queue_nums,
             queue_id=queue_id,
-            sys_flag=0,
+            sys_flag=sys_flag,
             born_timestamp=born,
             flag=0,
-            properties="",
+            properties=properties,
             batch=True,
         )
         body = encode_batch(messages)

@@ -1,7 +1,8 @@
 """Transactional producing, the building blocks: half sends, ending, answering checks.
 
 Owns: LocalTransactionState, ``send_half`` (a message marked as RocketMQ's
-TransactionMQProducer marks it), ``end_transaction`` (END_TRANSACTION built
+TransactionMQProducer marks it), ``send_half_batch`` (many half messages in
+one request: an Apogee broker's extension), ``end_transaction`` (END_TRANSACTION built
 from the half's SendResult) and TransactionCheckHandler, which answers the
 broker's CHECK_TRANSACTION_STATE with the state a producer group's callback
 returns.
@@ -24,9 +25,10 @@ heartbeat on it, or the broker has nowhere to send its checks.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 
 from apogee.client.broker_api import BrokerApi, inflate
@@ -42,6 +44,7 @@ from apogee.model.message import (
     TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
+    properties_to_string,
 )
 from apogee.model.message_codec import decode_record
 from apogee.model.msgid import parse_offset_msg_id
@@ -91,6 +94,56 @@ async def send_half(
         sys_flag=TRANSACTION_PREPARED_TYPE,
         timeout_s=timeout_s,
     )
+
+
+async def send_half_batch(
+    api: BrokerApi,
+    addr: str,
+    broker_name: str,
+    messages: Sequence[Message],
+    *,
+    queue_id: int,
+    producer_group: str,
+    timeout_s: float | None = None,
+) -> list[SendResult]:
+    """Send ``messages`` (one topic) in one request as half messages; one result each.
+
+    An Apogee broker stores each as a half message of its own (committed,
+    rolled back and checked alone). RocketMQ's brokers refuse a batch with the
+    PREPARED flag: MESSAGE_ILLEGAL (a BrokerResponseError), and nothing is
+    stored; send the messages one by one with ``send_half`` then.
+    """
+    props = properties_to_string(
+        {PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: producer_group}
+    )
+    for msg in messages:  # the broker writes these for the whole batch
+        msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        msg.properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
+        msg.properties.pop(PROPERTY_PRODUCER_GROUP, None)
+    result = await api.send_batch(
+        addr,
+        broker_name,
+        messages,
+        queue_id=queue_id,
+        producer_group=producer_group,
+        timeout_s=timeout_s,
+        sys_flag=TRANSACTION_PREPARED_TYPE,
+        properties=props,
+    )
+    offset_ids = result.offset_msg_id.split(",")
+    uniq_keys = result.msg_id.split(",")
+    if len(offset_ids) != len(messages) or len(uniq_keys) != len(messages):
+        raise ProtocolError(
+            f"a batch of {len(messages)} half messages was answered with "
+            f"{len(offset_ids)} message ids"
+        )
+    first = result.queue_offset
+    return [
+        dataclasses.replace(
+            result, queue_offset=first + i, offset_msg_id=oid, msg_id=uniq, transaction_id=uniq
+        )
+        for i, (oid, uniq) in enumerate(zip(offset_ids, uniq_keys, strict=True))
+    ]
 
 
 def end_header(

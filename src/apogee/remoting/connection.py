@@ -144,7 +144,7 @@ class Connection(asyncio.Protocol):
         budget = self._budget
         if budget is not None:
             held = self._decoder.buffered
-            if (held or self._held) and not self._account(held, budget):
+            if (held or self._held) and not self._account(held, budget, bool(commands)):
                 return
         if self._deferred is not None:  # bytes read before the pause: after the rest
             self._deferred += commands
@@ -187,14 +187,18 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
         return min(len(rest), COMMANDS_PER_TURN)
 
-    def _account(self, held: int, budget: FrameBudget) -> bool:
-        """Count this connection's partial frame in the budget; False if it was cut off."""
+    def _account(self, held: int, budget: FrameBudget, completed: bool) -> bool:
+        """Count this connection's partial frame in the budget; False if it was cut off.
+
+        ``completed``: frames were completed by these bytes, so the partial frame
+        held now began in them (a peer streaming frames may never be between two).
+        """
         budget.held += held - self._held
         self._held = held
         if not held:
             self.partial_since = 0.0
             return True
-        if not self.partial_since:
+        if completed or not self.partial_since:
             self.partial_since = self._loop.time()
         if budget.over():
             log.warning("closing connection with %s: partial frames of all connections hold "

@@ -25,6 +25,7 @@ import contextlib
 import os
 import socket
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -32,9 +33,14 @@ from typing import Any, ClassVar, TypeVar
 
 from apogee.client.broker_api import PULL_SUBSCRIPTION, BrokerApi
 from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
-from apogee.client.transaction import LocalTransactionState, TransactionCheckHandler, send_half
+from apogee.client.transaction import (
+    LocalTransactionState,
+    TransactionCheckHandler,
+    send_half,
+    send_half_batch,
+)
 from apogee.codes import RequestCode, ResponseCode
-from apogee.errors import ClientError, TopicNotExistError, error_for_code
+from apogee.errors import BrokerResponseError, ClientError, TopicNotExistError, error_for_code
 from apogee.model.client import (
     ConsumerData,
     ConsumeType,
@@ -58,6 +64,8 @@ T = TypeVar("T")
 
 #: Consumer group named in pulls; the source never commits through a pull.
 READER_GROUP = "APOGEE_SPARK_READER"
+_HALF_BATCH_BYTES = 1 << 20  # a batch of half messages stays far below the 4 MiB limit
+_END_WINDOW = 2048  # END_TRANSACTIONs written before a barrier confirms them
 _HEARTBEAT_S = 20.0  # under the broker's 120 s channel expiry, as the Java client's 30 s is
 
 
@@ -139,6 +147,7 @@ class Cluster:
         self._producer_groups: set[str] = set()
         self._heartbeat_addrs: set[str] = set()
         self._announced: set[str] = set()  # groups answer_checks announced to every master
+        self._single_halves: set[str] = set()  # brokers that refuse batches of half messages
         self._heartbeat_task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -334,16 +343,22 @@ class Cluster:
         return result
 
     def send_halves(
-        self, rows: Sequence[tuple[QueueRef, Message]], group: str, window: int
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
     ) -> Future[list[HalfRef]]:
-        """Start sending ``rows`` as half messages, ``window`` at a time; refs in row order.
+        """Start sending ``rows`` as half messages; refs in row order.
+
+        The rows of one queue go out in batches of up to ``batch_size`` messages
+        (and 1 MiB), all batches at once, each message a half message of its own
+        on the broker. A broker that refuses a batch of half messages
+        (MESSAGE_ILLEGAL: RocketMQ's own) gets them one request per message,
+        from then on.
 
         This process then answers ``group``'s transaction checks (see ``answer_checks``).
         """
-        return self.submit(self._send_halves(rows, group, window))
+        return self.submit(self._send_halves(rows, group, batch_size))
 
     async def _send_halves(
-        self, rows: Sequence[tuple[QueueRef, Message]], group: str, window: int
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
     ) -> list[HalfRef]:
         for addr in sorted({q.addr for q, _ in rows} - self._heartbeat_addrs):
             self._heartbeat_addrs.add(addr)
@@ -354,29 +369,56 @@ class Cluster:
             for addr in sorted(self._heartbeat_addrs):
                 await self._heartbeat(addr)
         self._start_heartbeats()
-        gate = asyncio.Semaphore(window)
+        refs: list[HalfRef | None] = [None] * len(rows)
+        batches: list[tuple[QueueRef, list[int]]] = []
+        open_batch: dict[QueueRef, tuple[list[int], int]] = {}
+        for i, (q, msg) in enumerate(rows):
+            at, size = open_batch.get(q) or ([], 0)
+            if at and (len(at) >= batch_size or size + len(msg.body) > _HALF_BATCH_BYTES):
+                batches.append((q, at))
+                at, size = [], 0
+            at.append(i)
+            open_batch[q] = (at, size + len(msg.body) + 200)  # properties: ~200 bytes
+        batches += [(q, at) for q, (at, _) in open_batch.items()]
 
-        async def one(q: QueueRef, message: Message) -> HalfRef:
-            async with gate:
-                result = await send_half(
-                    self.broker_api,
+        async def one(q: QueueRef, at: list[int]) -> None:
+            messages = [rows[i][1] for i in at]
+            if q.addr in self._single_halves:
+                results = await self._halves_one_by_one(q, messages, group)
+            else:
+                try:
+                    results = await send_half_batch(
+                        self.broker_api, q.addr, q.broker_name, messages,
+                        queue_id=q.queue_id, producer_group=group,
+                    )  # fmt: skip
+                except BrokerResponseError as exc:
+                    if exc.code != ResponseCode.MESSAGE_ILLEGAL:
+                        raise
+                    results = await self._halves_one_by_one(q, messages, group)
+                    self._single_halves.add(q.addr)  # they went through: a broker without batches
+            for i, result in zip(at, results, strict=True):
+                _require_ok(result)
+                refs[i] = (
                     q.addr,
-                    q.broker_name,
-                    message,
-                    queue_id=q.queue_id,
-                    producer_group=group,
+                    q.topic,
+                    result.queue_offset,
+                    parse_offset_msg_id(result.offset_msg_id).offset,
+                    result.msg_id,
+                    result.transaction_id or result.msg_id,
                 )
-            _require_ok(result)
-            return (
-                q.addr,
-                q.topic,
-                result.queue_offset,
-                parse_offset_msg_id(result.offset_msg_id).offset,
-                result.msg_id,
-                result.transaction_id or result.msg_id,
-            )
 
-        return list(await asyncio.gather(*(one(q, m) for q, m in rows)))
+        await self._gather(one(q, at) for q, at in batches)
+        return [r for r in refs if r is not None]
+
+    async def _halves_one_by_one(
+        self, q: QueueRef, messages: list[Message], group: str
+    ) -> list[SendResult]:
+        sends = (
+            send_half(self.broker_api, q.addr, q.broker_name, m, queue_id=q.queue_id,
+                      producer_group=group)
+            for m in messages
+        )  # fmt: skip
+        return await self._gather(sends)
 
     def end_transactions(
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState
@@ -385,8 +427,12 @@ class Cluster:
 
         They go out oneway, as RocketMQ producers send them, in the order given on
         one connection per broker (so messages of one queue become visible in the
-        order they were sent); then one ordinary request per broker, answered
-        only after everything before it on that connection was handled.
+        order they were sent). Every ``_END_WINDOW`` of them, and at the end, one
+        ordinary request per broker follows on the same connection: its answer
+        means every END_TRANSACTION before it was handled. The next window is
+        written while the broker works through the last, so at most two windows
+        wait at a broker: a broker is never handed a whole batch's commits at
+        once (RocketMQ's queues them in a bounded pool and drops what overflows).
         """
         self.run(self._end_all(halves, group, state), timeout_s=max(60.0, len(halves) / 500))
 
@@ -394,8 +440,9 @@ class Cluster:
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState
     ) -> None:
         api = self.broker_api
-        barriers: dict[str, tuple[str, int]] = {}
-        for addr, topic, queue_offset, log_offset, msg_id, tx_id in halves:
+        unconfirmed: dict[str, str] = {}  # broker -> a topic of it, since its last barrier
+        barriers: deque[asyncio.Future[list[int]]] = deque()
+        for n, (addr, topic, queue_offset, log_offset, msg_id, tx_id) in enumerate(halves, 1):
             header = h.EndTransactionRequestHeader(
                 producer_group=group,
                 tran_state_table_offset=queue_offset,
@@ -406,8 +453,19 @@ class Cluster:
                 transaction_id=tx_id,
             )
             await api.end_transaction(addr, header, oneway=True)
-            barriers.setdefault(addr, (topic, 0))
-        await self._gather(api.get_max_offset(a, t, q) for a, (t, q) in barriers.items())
+            unconfirmed.setdefault(addr, topic)
+            if n % _END_WINDOW == 0:
+                barriers.append(asyncio.ensure_future(self._barrier(unconfirmed)))
+                unconfirmed = {}
+                while len(barriers) > 1:
+                    await barriers.popleft()
+        barriers.append(asyncio.ensure_future(self._barrier(unconfirmed)))
+        while barriers:
+            await barriers.popleft()
+
+    async def _barrier(self, brokers: dict[str, str]) -> list[int]:
+        api = self.broker_api
+        return await self._gather(api.get_max_offset(a, t, 0) for a, t in brokers.items())
 
     def answer_checks(self, group: str, listener: CheckListener) -> None:
         """Answer the broker's checks of ``group``'s half messages with ``listener``.

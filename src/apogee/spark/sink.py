@@ -10,9 +10,10 @@ number in flight, and returns only when every send was answered SEND_OK; a
 failed send fails the task and Spark runs it again.
 
 Exactly-once (``exactlyOnce=true``): each row goes out as a transactional
-half message, invisible to consumers, tagged ``<sink id>/<batch id>/<token>``
-(sink id: the streaming query's id, which survives restarts; token: one per
-task attempt). The task returns the half messages it sent; the driver's
+half message (in batches per queue, see ``Cluster.send_halves``), invisible
+to consumers, tagged ``<sink id>/<batch id>/<token>`` (sink id: the
+streaming query's id, which survives restarts; token: one per task
+attempt). The task returns the half messages it sent; the driver's
 ``commit`` writes the batch's ledger entry (``apogee.spark.ledger``) and
 then commits them, ``abort`` rolls them back, and a batch id that already
 has an entry is rolled back instead (a replay). The broker's checks are
@@ -79,7 +80,9 @@ _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"
 #: Test seam: "<point>:<batch id>:<file>" makes the driver's commit touch <file> and
 #: stop there (point "before-ledger" or "after-ledger"), so a test can kill the
-#: driver at that exact step.
+#: driver at that exact step. Point "after-ledger+close" instead closes the
+#: committer's client (its connections to the brokers) right after the ledger
+#: entry, so the commit fails past its commit point and Spark calls abort.
 PAUSE_ENV = "APOGEE_SPARK_PAUSE_AT"
 
 
@@ -228,14 +231,14 @@ def _send_halves(
     router = _Router(cluster, _partition_id())
     token = uuid.uuid4().hex
     tag = TxnTag(sink_id, batch_id, token).text()
-    window = max(opts.max_in_flight, 1) * 8
+    window = max(opts.max_in_flight, 1) * 8  # rows per chunk handed to the loop thread
     pending: deque[Future[list[HalfRef]]] = deque()
     halves: list[HalfRef] = []
     chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
 
     def ship() -> None:
-        pending.append(cluster.send_halves(chunk, opts.producer_group, window))
+        pending.append(cluster.send_halves(chunk, opts.producer_group, opts.batch_size))
         while len(pending) > 2:  # one chunk on the wire while the next is built
             halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
 
@@ -272,9 +275,9 @@ def _commit_halves(
             halves, opts.producer_group, LocalTransactionState.ROLLBACK_MESSAGE
         )
         return
-    _pause("before-ledger", batch_id)
+    _pause("before-ledger", batch_id, cluster)
     ledger.write(sink_id, batch_id, [m.token for m in done])
-    _pause("after-ledger", batch_id)
+    _pause("after-ledger", batch_id, cluster)
     cluster.end_transactions(halves, opts.producer_group, LocalTransactionState.COMMIT_MESSAGE)
 
 
@@ -314,13 +317,18 @@ def _abort_halves(
         )
 
 
-def _pause(point: str, batch_id: int) -> None:
+def _pause(point: str, batch_id: int, cluster: Cluster) -> None:
     wanted = os.environ.get(PAUSE_ENV, "")
     parts = wanted.split(":", 2)
-    if len(parts) == 3 and parts[0] == point and parts[1] == str(batch_id):
+    if len(parts) != 3 or parts[1] != str(batch_id):
+        return
+    if parts[0] == point:
         Path(parts[2]).write_text(f"{point} {batch_id}\n")
         while True:  # held here until the test kills the driver
             time.sleep(1)
+    if parts[0] == f"{point}+close":
+        Path(parts[2]).write_text(f"{parts[0]} {batch_id}\n")
+        cluster.close()  # as if its connections were lost: the next request fails
 
 
 class BatchWriter(DataSourceArrowWriter):

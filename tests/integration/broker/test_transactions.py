@@ -26,19 +26,23 @@ from apogee.client.transaction import (
     end_header,
     end_transaction,
     send_half,
+    send_half_batch,
 )
 from apogee.codes import RequestCode, ResponseCode
 from apogee.errors import BrokerResponseError, NoPermissionError
 from apogee.model.client import HeartbeatData, ProducerData
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
     Message,
     MessageExt,
 )
+from apogee.model.message_codec import encode_batch
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult
 from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import SendMessageRequestHeader
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.dispatch import HandlerTable
 from apogee.testing.cluster import eventually, run_broker
@@ -384,3 +388,65 @@ async def test_check_immunity_holds_the_first_check_back(tmp_path: Path) -> None
         assert asked.queue_offset > 1
         assert asked.properties["TRAN_PREPARED_QUEUE_OFFSET"] == str(result.queue_offset)
         assert msg.body == b"immune"
+
+
+async def test_a_batch_of_half_messages_is_one_transaction_per_message(tmp_path: Path) -> None:
+    async with run_broker(tmp_path / "s", **FAST_CHECKS) as broker, producer() as p:
+        p.answer_with(lambda msg: LocalTransactionState.COMMIT_MESSAGE)
+        await p.join(broker)
+        sent = [Message(TOPIC, b, properties={"TAGS": "t"}) for b in (b"h0", b"h1", b"h2")]
+        h0, h1, h2 = await send_half_batch(
+            p.api, broker.address, "broker-a", sent, queue_id=1, producer_group=GROUP
+        )
+
+        assert [h.queue_offset for h in (h0, h1, h2)] == [0, 1, 2]  # in the half queue
+        halves = await read_all(p.api, broker, HALF, 0)
+        assert [(m.body, m.commit_log_offset) for m in halves] == [
+            (b"h0", parse_offset_msg_id(h0.offset_msg_id).offset),
+            (b"h1", parse_offset_msg_id(h1.offset_msg_id).offset),
+            (b"h2", parse_offset_msg_id(h2.offset_msg_id).offset),
+        ]
+        for m, h in zip(halves, (h0, h1, h2), strict=True):
+            assert m.properties["REAL_TOPIC"] == TOPIC and m.properties["REAL_QID"] == "1"
+            assert m.properties["PGROUP"] == GROUP and m.properties["TRAN_MSG"] == "true"
+            assert m.uniq_key == h.msg_id == h.transaction_id
+            assert m.sys_flag & TRANSACTION_TYPE_MASK == 0
+
+        # each is ended alone: h1 committed, h0 rolled back, h2 left to the broker's check
+        await p.end(broker, h1, LocalTransactionState.COMMIT_MESSAGE, oneway=False)
+        await p.end(broker, h0, LocalTransactionState.ROLLBACK_MESSAGE, oneway=False)
+
+        async def checked() -> list[MessageExt] | None:
+            got = await read_all(p.api, broker)
+            return got if len(got) == 2 else None
+
+        delivered = await eventually(checked, timeout_s=10)
+        assert bodies(delivered) == [b"h1", b"h2"]
+        assert [m.uniq_key for m in delivered] == [h1.msg_id, h2.msg_id]
+        assert [m.body for m in p.asked] == [b"h2"]  # only the open one was asked about
+        assert all("TRAN_MSG" not in m.properties for m in delivered)
+        await more_rounds(broker)
+        assert bodies(await settle(p.api, broker, b"m1")) == [b"h1", b"h2", b"m1"]
+
+
+@pytest.mark.parametrize(
+    "reserved", ["PGROUP", "REAL_TOPIC", "DELAY", "TRAN_PREPARED_QUEUE_OFFSET"]
+)
+async def test_a_half_batch_whose_message_sets_a_broker_property_is_refused(
+    tmp_path: Path, reserved: str
+) -> None:
+    async with run_broker(tmp_path / "s") as broker, producer() as p:
+        body = encode_batch(
+            [Message(TOPIC, b"ok"), Message(TOPIC, b"bad", properties={reserved: "1"})]
+        )
+        header = SendMessageRequestHeader(
+            producer_group=GROUP, topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=1, sys_flag=TRANSACTION_PREPARED_TYPE, born_timestamp=0, flag=0,
+            properties="", batch=True,
+        )  # fmt: skip
+        request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body)
+        answer = await p.client.invoke(broker.address, request)
+
+        assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+        assert reserved in (answer.remark or "")
+        assert await read_all(p.api, broker, HALF, 0) == []

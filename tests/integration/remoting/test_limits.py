@@ -135,3 +135,29 @@ async def test_a_peer_that_never_reads_its_answers_is_cut_off() -> None:
         )
         writer.close()
         await still_served(server)
+
+
+async def test_a_peer_streaming_frames_whose_reads_always_end_mid_frame_is_kept() -> None:
+    async with serving(ServerLimits(frame_timeout_s=1.0), idle_timeout_s=60.0) as server:
+        frame = encode_bytes(RemotingCommand.request(ECHO, body=b"f" * 100))
+        half = len(frame) // 2
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(frame[:half])
+        sent = 0
+        # for 3 s (three frame timeouts) every write completes the frame before and
+        # starts the next: each frame takes 0.1 s, but one is always incomplete
+        for _ in range(30):
+            await asyncio.sleep(0.1)
+            writer.write(frame[half:] + frame[:half])
+            await writer.drain()
+            sent += 1
+        writer.write(frame[half:])
+        sent += 1
+        answers = 0
+        async with asyncio.timeout(5):
+            while answers < sent:
+                length = struct.unpack(">i", await reader.readexactly(4))[0]
+                await reader.readexactly(length)
+                answers += 1
+        assert not await closed_by_server(reader, 0.2)
+        writer.close()

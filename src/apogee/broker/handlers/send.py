@@ -7,7 +7,8 @@ the delayed-message placement), the client's own retry path (a send to
 to ``%DLQ%<group>`` instead, undelayed; 26 when the group has no config),
 transactional half messages (TRAN_MSG=true: stored in the half queue, see
 ``apogee.broker.transaction``, and entered in the TransactionBook; refused
-with 16 under rejectTransactionMessage), batch bodies (inflated as a whole
+with 16 under rejectTransactionMessage; a batch send with sysFlag PREPARED
+is a batch of them, an Apogee extension), batch bodies (inflated as a whole
 when the C++ client compressed them), SYNC_FLUSH waits and the store-status
 -> response-code table.
 
@@ -45,7 +46,13 @@ from apogee.broker.retry import DLQ_NUMS_PER_GROUP, is_dead, max_reconsume_times
 from apogee.broker.schedule import DELAY_MARKER, BadDelayLevelError, schedule_placement
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.traffic import DELAY, FIFO, NORMAL, TRANSACTION, Traffic
-from apogee.broker.transaction import TRAN_MARKER, half_message, is_half_message
+from apogee.broker.transaction import (
+    TRAN_MARKER,
+    half_batch,
+    half_batch_problem,
+    half_message,
+    is_half_message,
+)
 from apogee.broker.transaction_book import TransactionBook
 from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError
@@ -54,12 +61,14 @@ from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_PREPARED_TYPE,
     HostPort,
     StoreBatch,
     StoreMessage,
     properties_to_string,
     property_value,
     string_to_properties,
+    transaction_type,
 )
 from apogee.model.message_codec import MAX_TOPIC_LENGTH_V1, decode_batch
 from apogee.model.route import PERM_RW, writeable
@@ -210,10 +219,14 @@ class SendHandler:
         header = decode_send_header(request.code, request.ext_fields)
         props = header.properties or ""
         tx_id: str | None = None
+        kind: str | None = None  # the traffic label, when the properties do not tell it
         try:
             config = self._ready.get(header.topic) or self._check_topic(header)
             queue_id = self._queue_id(header, config, ctx)
-            if header.batch:
+            if header.batch and transaction_type(header.sys_flag) == TRANSACTION_PREPARED_TYPE:
+                result = self._put_half_batch(ctx, request, header, queue_id)
+                kind = TRANSACTION
+            elif header.batch:
                 result = self._put_batch(ctx, request, header, queue_id)
             elif TRAN_MARKER in props and is_half_message(props):
                 result = self._put_half(ctx, request, header, queue_id)
@@ -227,7 +240,7 @@ class SendHandler:
             if self._traffic is not None:
                 self._traffic.put(
                     header.topic,
-                    _message_type(props, tx_id, header.batch),
+                    kind or _message_type(props, tx_id, header.batch),
                     max(result.msg_count, 1),
                     len(request.body or b""),
                 )
@@ -383,6 +396,15 @@ class SendHandler:
             raise _RefusedError(
                 ResponseCode.MESSAGE_ILLEGAL, "batch sends to retry topics are refused"
             )
+        return self._store.put_batch(self._batch(ctx, request, header, queue_id))
+
+    def _batch(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+    ) -> StoreBatch:
         body: bytes | memoryview = request.body_bytes()
         sys_flag = header.sys_flag
         try:
@@ -393,11 +415,37 @@ class SendHandler:
             items = decode_batch(body)
         except (InflateError, ProtocolError) as exc:
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        batch = StoreBatch(
-            topic, queue_id, items, self._properties(header), sys_flag, header.born_timestamp,
-            self._born_host(ctx), self._store_host, header.reconsume_times or 0,
+        return StoreBatch(
+            header.topic, queue_id, items, self._properties(header), sys_flag,
+            header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.reconsume_times or 0,
         )  # fmt: skip
-        return self._store.put_batch(batch)
+
+    def _put_half_batch(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+    ) -> PutResult:
+        """A batch of half messages (an Apogee extension): one half record, and one
+        lineage in the book, per message; the answer is a batch send's."""
+        if self._settings.reject_transaction_message:
+            raise _RefusedError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._store_host[0]}] sending transaction message is forbidden",
+            )
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "half messages to a retry topic")
+        batch = self._batch(ctx, request, header, queue_id)
+        problem = half_batch_problem(batch.items)
+        if problem is not None:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, problem)
+        result = self._store.put_batch(half_batch(batch, header.producer_group))
+        if result.status.is_stored:
+            for offset in range(result.queue_offset, result.queue_offset + result.msg_count):
+                self._transactions.opened(offset)
+        return result
 
     # -- answering ---------------------------------------------------------------
 
