@@ -10,8 +10,13 @@ STAMP  := $(VENV)/.installed
 # Modules compiled by Cython: those whose first line is a `# cython:` directive (setup.py).
 CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^\# cython:/ { print FILENAME }' {} +)
 
-# Editing a compiled source, setup.py or the C kernels reinstalls, which rebuilds them.
-$(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES)
+# Their C-level declarations, for cimport between them.
+CYTHON_DECLARATIONS := $(shell find src/apogee -name '*.pxd')
+
+# Editing a compiled source or declaration, setup.py or the C kernels reinstalls, which
+# rebuilds them.
+$(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES) \
+	$(CYTHON_DECLARATIONS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines,dashboard]'

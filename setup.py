@@ -8,7 +8,8 @@ installs and runs the Python sources alone):
   name, so the extension (``name.cpython-*.so``) sits beside its source and
   wins the import. ``APOGEE_PURE_PYTHON=1`` makes ``import apogee`` load the
   ``.py`` source instead (``apogee._util.compiled``). The generated C goes to
-  ``build/cython``.
+  ``build/cython``. A ``.pxd`` beside a module declares its C-level functions
+  for other modules to ``cimport`` (``src`` is on Cython's include path).
 * ``apogee._speedups``: hand-written C kernels, each with a Python twin.
 """
 
@@ -54,6 +55,7 @@ def cython_extensions() -> list[Extension]:
             for path in sources
         ],
         build_dir="build/cython",
+        include_path=[str(SRC)],  # where cimport finds apogee/**/*.pxd
         compiler_directives=CYTHON_DIRECTIVES,
         quiet=True,
         nthreads=os.cpu_count() or 1,
