@@ -14,7 +14,8 @@ Layouts: the record in ``apogee.model.message_codec``, the index file in
 
 One source, two builds, as ``apogee.model.kernels`` (which this module
 calls at C level through ``kernels.pxd`` when compiled, and as Python
-functions when interpreted): bytes are reached through the helpers below,
+functions when interpreted, from the model's source even where only the
+model's module was compiled): bytes are reached through the helpers below,
 ``unsigned char *`` compiled and a memoryview interpreted; all else is one
 code path. Buffers are released before a kernel returns, so a mapping they
 came from can be closed.
@@ -52,7 +53,14 @@ if cython.compiled:
     from cython.cimports.libc.string import memcpy
     from cython.cimports.posix.unistd import pwrite
 else:
-    from apogee.model.kernels import fields_of_utf8, fold_str, write_record
+    from apogee._util.compiled import is_compiled, load_interpreted
+    from apogee.model import kernels as _model
+
+    if is_compiled(_model):  # only this module failed to build: use the model's source too
+        _model = load_interpreted("apogee.model.kernels")
+    fields_of_utf8 = _model.fields_of_utf8
+    fold_str = _model.fold_str
+    write_record = _model.write_record
 
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
 # Constants past 2**31 are declared: as bare literals Cython makes them Python ints
