@@ -36,6 +36,7 @@ and the store barrier.
 from __future__ import annotations
 
 import struct
+import sys
 
 import cython
 from zlib_ng.zlib_ng import crc32  # the same CRC-32 as zlib, several times faster
@@ -50,6 +51,9 @@ if cython.compiled:
         PyBuffer_Release,
         PyObject_GetBuffer,
     )
+    from cython.cimports.cpython.ref import Py_INCREF
+    from cython.cimports.cpython.tuple import PyTuple_SET_ITEM
+    from cython.cimports.cpython.type import PyType_GenericAlloc
     from cython.cimports.cpython.unicode import (
         PyUnicode_1BYTE_DATA,
         PyUnicode_1BYTE_KIND,
@@ -66,6 +70,14 @@ _MASK32 = cython.declare(cython.uint, 0xFFFFFFFF)
 
 #: (tag code, KEYS, UNIQ_KEY) of a property string
 Fields = tuple[int, str | None, str | None]
+
+# tuple.__new__, looked up once: a BatchItem built without the NamedTuple's
+# Python-level __new__ (and without an attribute lookup per item)
+_new_tuple = tuple.__new__
+# Compiled, a BatchItem is allocated and filled in place (no argument tuples)
+# where a tuple caches no hash of its own: from 3.14 on, a zero-filled one
+# would claim a cached hash of 0.
+_ALLOC_ITEMS = cython.declare(cython.bint, sys.version_info < (3, 14))
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -513,6 +525,23 @@ def encode_record_into(  # noqa: PLR0917
 
 
 @cython.cfunc
+@cython.inline
+def _batch_item(flag: object, body: object, props: object) -> BatchItem:
+    if cython.compiled and _ALLOC_ITEMS:
+        item = PyType_GenericAlloc(BatchItem, 3)
+        # PyTuple_SET_ITEM takes the reference over
+        Py_INCREF(flag)
+        PyTuple_SET_ITEM(item, 0, flag)
+        Py_INCREF(body)
+        PyTuple_SET_ITEM(item, 1, body)
+        Py_INCREF(props)
+        PyTuple_SET_ITEM(item, 2, props)
+        return item  # type: ignore[no-any-return]
+    made: BatchItem = _new_tuple(BatchItem, (flag, body, props))
+    return made
+
+
+@cython.cfunc
 def _split_batch(view: memoryview, p: cython.p_uchar, end: cython.Py_ssize_t) -> list[BatchItem]:
     items: list[BatchItem] = []
     pos: cython.Py_ssize_t = 0
@@ -535,10 +564,7 @@ def _split_batch(view: memoryview, p: cython.p_uchar, end: cython.Py_ssize_t) ->
             props = _utf8_strict(p, props_at, props_at + props_len)
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"batch message at byte {pos}: properties not UTF-8") from exc
-        # tuple.__new__ skips the NamedTuple's Python-level __new__
-        items.append(
-            tuple.__new__(BatchItem, (_get32(p, pos + 12), view[pos + 20 : props_at - 2], props))
-        )
+        items.append(_batch_item(_get32(p, pos + 12), view[pos + 20 : props_at - 2], props))
         pos += total
     return items
 

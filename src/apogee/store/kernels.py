@@ -241,8 +241,14 @@ def prepare_batch(
 @cython.cfunc
 @cython.inline
 def _check_batch_item(item: object) -> cython.int:
-    if not (isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], str)):
-        raise TypeError("batch items are (flag, body, properties)")
+    # read as a tuple once it is one: indexing a BatchItem (a tuple subclass)
+    # as an object would look its __getitem__ up by name each time
+    problem = "batch items are (flag, body, properties)"
+    if not isinstance(item, tuple):
+        raise TypeError(problem)
+    t = cython.cast(tuple, item)
+    if len(t) != 3 or not isinstance(t[2], str):
+        raise TypeError(problem)
     return 0
 
 
