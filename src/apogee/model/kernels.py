@@ -57,7 +57,6 @@ if cython.compiled:
     from cython.cimports.cpython.unicode import (
         PyUnicode_1BYTE_DATA,
         PyUnicode_1BYTE_KIND,
-        PyUnicode_AsUTF8AndSize,
         PyUnicode_DecodeUTF8,
         PyUnicode_KIND,
     )
@@ -357,16 +356,9 @@ def message_fields(properties: str) -> Fields:
 
     Lone surrogates pass through (only a tag holding one fails, in its hash).
     """
-    n: cython.Py_ssize_t = 0
-    raw: bytes
-    p: cython.p_uchar
-    if cython.compiled:
-        try:  # the UTF-8 a str caches, no copy for ASCII
-            p = cython.cast(cython.p_uchar, PyUnicode_AsUTF8AndSize(properties, cython.address(n)))
-        except UnicodeEncodeError:
-            raw = properties.encode("utf-8", "surrogatepass")
-            return fields_of_utf8(raw, len(raw))
-        return fields_of_utf8(p, n)
+    if cython.compiled and properties.isascii():
+        # an ASCII str's own bytes are its UTF-8: no copy, no encoder
+        return fields_of_utf8(PyUnicode_1BYTE_DATA(properties), len(properties))
     raw = properties.encode("utf-8", "surrogatepass")
     return fields_of_utf8(raw, len(raw))
 

@@ -92,6 +92,8 @@ BatchFacts = list[tuple[int, int, str | None, str | None]]
 Entries = list[DispatchEntry]
 IndexWork = list[tuple[int, int, list[int]]]
 Hashes = list[int]
+#: (rec, key) and the index file header's fields, as index_put returns them
+IndexState = tuple[int, int, int, int, int, int, int, int]
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -587,7 +589,7 @@ def index_put(  # noqa: PLR0917  # the file's header fields, in and out
     work: IndexWork,
     rec: cython.longlong,
     key: cython.longlong,
-) -> tuple[int, int, int, int, int, int, int, int]:
+) -> IndexState:
     """Put records of ``work`` into one mapped index file until done or full.
 
     From record ``rec``, key ``key``; a record at or below the file's end
@@ -603,19 +605,19 @@ def index_put(  # noqa: PLR0917  # the file's header fields, in and out
     """
     if not (0 < slot_num <= INT32_MAX and 0 < index_num <= INT32_MAX) or min(count, rec, key) < 0:
         raise ValueError("bad index_put() arguments")
-    state: list[int] = [rec, key, begin_ts, end_ts, begin_phy, end_phy, slot_count, count]
     if cython.compiled:
         out = cython.declare(cython.Py_buffer)
         PyObject_GetBuffer(mm, cython.address(out), PyBUF_WRITABLE)
         try:
-            _index_put(cython.cast(cython.p_uchar, out.buf), out.len, slot_num, index_num, work,
-                       state)  # fmt: skip
+            return _index_put(
+                cython.cast(cython.p_uchar, out.buf), out.len, slot_num, index_num, begin_ts,
+                end_ts, begin_phy, end_phy, slot_count, count, work, rec, key,
+            )  # fmt: skip
         finally:
             PyBuffer_Release(cython.address(out))
-    else:
-        with memoryview(mm).cast("B") as view:  # type: ignore[arg-type]
-            _index_put(view, len(view), slot_num, index_num, work, state)
-    return tuple(state)  # type: ignore[return-value]
+    with memoryview(mm).cast("B") as view:  # type: ignore[arg-type]
+        return _index_put(view, len(view), slot_num, index_num, begin_ts, end_ts, begin_phy,
+                          end_phy, slot_count, count, work, rec, key)  # fmt: skip
 
 
 @cython.cfunc
@@ -624,17 +626,19 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
     length: cython.Py_ssize_t,
     slot_num: cython.longlong,
     index_num: cython.longlong,
+    begin_ts: cython.longlong,
+    end_ts: cython.longlong,
+    begin_phy: cython.longlong,
+    end_phy: cython.longlong,
+    slot_count: cython.longlong,
+    count: cython.longlong,
     work: IndexWork,
-    state: list[int],
-) -> cython.int:
-    rec: cython.longlong = state[0]
-    key: cython.longlong = state[1]
-    begin_ts: cython.longlong = state[2]
-    end_ts: cython.longlong = state[3]
-    begin_phy: cython.longlong = state[4]
-    end_phy: cython.longlong = state[5]
-    slot_count: cython.longlong = state[6]
-    count: cython.longlong = state[7]
+    rec: cython.longlong,
+    key: cython.longlong,
+) -> IndexState:
+    if not isinstance(work, list):
+        raise TypeError("index_put() takes the work as a list")
+    jobs = cython.cast(list, work)
     entries_pos: cython.longlong = INDEX_HEADER + slot_num * INDEX_SLOT
     if entries_pos + index_num * INDEX_ENTRY > length:
         raise ValueError("the buffer is smaller than the index file")
@@ -648,16 +652,16 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
     e: cython.Py_ssize_t
     full: cython.bint = False
     while not full:
-        if rec >= len(work):  # read afresh: converting a field may run Python code
+        if rec >= len(jobs):  # read afresh: converting a field may run Python code
             key = 0
             break
-        item: object = work[rec]
+        item: object = jobs[rec]
         if not (isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], list)):
             raise TypeError("index work items are (offset, time, hashes)")
         t = cython.cast(tuple, item)
         phy = t[0]
         ts = t[1]
-        hashes: Hashes = t[2]
+        hashes = cython.cast(list, t[2])  # checked above
         if key == 0 and (phy < end_phy or (phy == end_phy and count > 1) or not hashes):
             rec += 1  # indexed already, or nothing to index
             continue
@@ -708,8 +712,7 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
         if not full:
             rec += 1
             key = 0
-    state[:] = [rec, key, begin_ts, end_ts, begin_phy, end_phy, slot_count, count]
-    return 0
+    return rec, key, begin_ts, end_ts, begin_phy, end_phy, slot_count, count
 
 
 # -- writing a file ----------------------------------------------------------------------
