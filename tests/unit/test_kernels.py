@@ -644,6 +644,14 @@ def test_index_put_refuses_counts_that_do_not_describe_the_file(
     assert mm == bytearray(len(mm))
 
 
+def test_index_put_takes_the_work_and_each_key_list_as_lists() -> None:
+    mm = bytearray(40 + 4 * 4 + 20 * 4)
+    with pytest.raises(TypeError):
+        index_put(mm, 4, 4, 0, 0, 0, 0, 0, 1, ((5, 1000, [7]),), 0, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        index_put(mm, 4, 4, 0, 0, 0, 0, 0, 1, [(5, 1000, (7,))], 0, 0)  # type: ignore[list-item]
+
+
 # -- pwrite ----------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: always_allow_keywords=False
+# cython: always_allow_keywords=False, binding=False
 """The model's compiled kernels: the hottest loops of hashing and the record codec.
 
 Owns: :func:`java_hash` (Java's ``String.hashCode``), :func:`message_fields`

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: always_allow_keywords=False
+# cython: always_allow_keywords=False, binding=False
 """The store's compiled kernels: batches, consume-queue units, index entries, pwrite.
 
 Owns: :func:`prepare_batch` and :func:`encode_batch` (a batch send into
