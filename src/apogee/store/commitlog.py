@@ -443,7 +443,7 @@ class CommitLog:
         )
 
     def _refuse_batch(self, kind: int, size: int) -> PutResult:
-        """The result for a refusal of :func:`prepare_batch_python`."""
+        """The result for a refusal of ``apogee.store.kernels.prepare_batch``."""
         if kind == _BATCH_TOO_BIG:
             return _illegal(f"batch is {size} bytes, the limit is {self._max_body}")
         if kind == _PROPERTIES_TOO_LONG:
