@@ -10,8 +10,12 @@ STAMP  := $(VENV)/.installed
 # Modules compiled by Cython: those whose first line is a `# cython:` directive (setup.py).
 CYTHON_SOURCES := $(shell find src/apogee -name '*.py' -exec awk 'FNR == 1 && /^\# cython:/ { print FILENAME }' {} +)
 
-# Editing a compiled source, setup.py or the C kernels reinstalls, which rebuilds them.
-$(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c src/apogee/*.h) $(CYTHON_SOURCES)
+# Their C-level declarations, for cimport between them.
+CYTHON_DECLARATIONS := $(shell find src/apogee -name '*.pxd')
+
+# Editing a compiled source or declaration, setup.py or the C of GroupSync reinstalls,
+# which rebuilds them.
+$(STAMP): pyproject.toml setup.py $(wildcard src/apogee/*.c) $(CYTHON_SOURCES) $(CYTHON_DECLARATIONS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark,spark-pipelines,dashboard]'
@@ -52,8 +56,8 @@ $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 # The compiled kernels must have been built here: their tests fail, not skip.
-# Then the unit tests and the request path's tests once more on the interpreted sources
-# (no Cython modules, no C kernels), which are what runs where no C compiler is at hand.
+# Then the unit tests, the store's and the request path's tests once more on the interpreted
+# sources (no Cython modules, no C GroupSync), which are what runs where no C compiler is at hand.
 INTERPRETED_TESTS := tests/unit tests/integration/remoting tests/integration/broker/test_send.py \
 	tests/integration/broker/test_pull.py tests/integration/client/test_producer.py \
 	tests/integration/client/test_push_consumer.py

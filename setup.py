@@ -3,13 +3,17 @@
 Two kinds of compiled code, both optional (a machine without a C compiler
 installs and runs the Python sources alone):
 
-* Cython modules in pure-Python mode: every ``src/apogee/**/*.py`` whose first
-  line is a ``# cython:`` directive comment is compiled under its own module
-  name, so the extension (``name.cpython-*.so``) sits beside its source and
-  wins the import. ``APOGEE_PURE_PYTHON=1`` makes ``import apogee`` load the
-  ``.py`` source instead (``apogee._util.compiled``). The generated C goes to
-  ``build/cython``.
-* ``apogee._speedups``: hand-written C kernels, each with a Python twin.
+* Cython modules in pure-Python mode, the kernels among them
+  (``apogee.model.kernels``, ``apogee.store.kernels``): every
+  ``src/apogee/**/*.py`` whose first line is a ``# cython:`` directive comment
+  is compiled under its own module name, so the extension
+  (``name.cpython-*.so``) sits beside its source and wins the import. A
+  ``.pxd`` beside a module declares its C-level functions for other modules
+  to ``cimport`` (``src`` is on Cython's include path). ``APOGEE_PURE_PYTHON=1``
+  makes ``import apogee`` load the ``.py`` source instead
+  (``apogee._util.compiled``). The generated C goes to ``build/cython``.
+* ``apogee._groupsync``: the SYNC_FLUSH sync loop in hand-written C (it runs
+  without the GIL), with a Python twin in ``apogee.store.group_sync``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ def cython_extensions() -> list[Extension]:
             for path in sources
         ],
         build_dir="build/cython",
+        include_path=[str(SRC)],  # where cimport finds apogee/**/*.pxd
         compiler_directives=CYTHON_DIRECTIVES,
         quiet=True,
         nthreads=os.cpu_count() or 1,
@@ -63,15 +68,10 @@ def cython_extensions() -> list[Extension]:
     return list(extensions)
 
 
-SPEEDUPS = Extension(
-    "apogee._speedups",
-    sources=["src/apogee/_speedups.c", "src/apogee/_groupsync.c"],
-    depends=["src/apogee/_groupsync.h"],
-    optional=True,
-)
+GROUPSYNC = Extension("apogee._groupsync", sources=["src/apogee/_groupsync.c"], optional=True)
 
 # The C of every module compiles at once, one per core: a fresh install waits minutes less.
 setup(
-    ext_modules=[SPEEDUPS, *cython_extensions()],
+    ext_modules=[GROUPSYNC, *cython_extensions()],
     options={"build_ext": {"parallel": os.cpu_count() or 1}},
 )

@@ -29,9 +29,25 @@ Py_ssize_t: TypeAlias = builtins.int
 size_t: TypeAlias = builtins.int
 double: TypeAlias = builtins.float
 void: TypeAlias = None
-p_uchar: TypeAlias = builtins.bytes  # a pointer to a bytes object's data when compiled
-p_char: TypeAlias = builtins.bytes
+# a pointer into a buffer when compiled; the bytes, bytearray or memoryview it
+# points into when interpreted (see apogee.model.kernels)
+p_uchar: TypeAlias = Any
+p_char: TypeAlias = Any
 
+Py_UCS4: TypeAlias = builtins.str
+NULL: Any
+
+class Py_buffer:  # the C struct a buffer export fills in (compiled code only)
+    buf: Any
+    len: builtins.int
+
+class _NoGil:
+    def __enter__(self) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+nogil: _NoGil
+
+def address(value: Any) -> Any: ...
 def cclass(cls: _T) -> _T: ...
 def final(obj: _T) -> _T: ...
 def cfunc(func: _F) -> _F: ...

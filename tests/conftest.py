@@ -1,28 +1,55 @@
 """Shared pytest configuration: every test gets real files under tmp_path.
 
-``kernels`` runs a test once with the compiled kernels (when they were built)
-and once with their pure-Python twins; store and model tests use it for
-every test (see their conftest files). ``cython_build`` does the same for a
-module compiled by Cython: a test that uses it gets the compiled module, then
-its source run interpreted, in one process. ``make test`` sets ``APOGEE_REQUIRE_SPEEDUPS=1``:
-there a missing build fails instead of skipping.
+The compiled modules run wherever they were built; the same tests run
+interpreted when the suite is run again with ``APOGEE_PURE_PYTHON=1``
+(``make test`` does both). ``make test`` sets ``APOGEE_REQUIRE_SPEEDUPS=1``
+for the compiled run: there every test fails unless every module that
+setup.py compiles, and the C ``apogee._groupsync``, is what runs, so a build
+that silently fell back to the sources cannot pass. ``cython_build`` gives a
+test a module compiled, then its source run interpreted, in one process.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.harness.kernels import (
-    BUILDS,
-    COMPILED,
-    NotCompiledError,
-    module_build,
-    python_kernels,
-)
+import apogee
+from apogee._util.compiled import PURE_PYTHON, cython_sources, is_compiled
+from apogee._util.native import groupsync
+from tests.harness.kernels import BUILDS, NotCompiledError, module_build
+
+REQUIRED = os.environ.get("APOGEE_REQUIRE_SPEEDUPS") == "1"
+
+
+def not_compiled() -> list[str]:
+    """The compiled modules that run from their source in this process."""
+    package = Path(apogee.__file__).parent
+    names = [
+        ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        for path in cython_sources(package)
+    ]
+    missing = [name for name in names if not is_compiled(importlib.import_module(name))]
+    if groupsync is None:
+        missing.append("apogee._groupsync")
+    return missing
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_when_required() -> None:
+    """Under APOGEE_REQUIRE_SPEEDUPS=1 the compiled build must be the one that runs."""
+    if not REQUIRED:
+        return
+    if PURE_PYTHON:
+        pytest.fail("APOGEE_REQUIRE_SPEEDUPS=1 and APOGEE_PURE_PYTHON=1 contradict each other")
+    missing = not_compiled()
+    if missing:
+        pytest.fail(f"not compiled (is Cython or a C compiler missing? run make): {missing}")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,21 +72,8 @@ def cython_build(request: pytest.FixtureRequest) -> Callable[[str], ModuleType]:
         try:
             return module_build(name, request.param)
         except NotCompiledError as exc:
-            if os.environ.get("APOGEE_REQUIRE_SPEEDUPS") == "1":
+            if REQUIRED:
                 pytest.fail(f"{exc}; the compiled build is required here")
             pytest.skip(str(exc))
 
     return build_of
-
-
-@pytest.fixture(scope="module", params=["compiled", "python"])
-def kernels(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "compiled":
-        if not COMPILED:
-            if os.environ.get("APOGEE_REQUIRE_SPEEDUPS") == "1":
-                pytest.fail("apogee._speedups is required here but was not built")
-            pytest.skip("apogee._speedups is not built (or APOGEE_PURE_PYTHON is set)")
-        yield "compiled"
-        return
-    with python_kernels():
-        yield "python"

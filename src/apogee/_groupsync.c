@@ -1,6 +1,6 @@
 /* GroupSync: the SYNC_FLUSH sync loop, run without the GIL.
  *
- * Owns: the GroupSync type of apogee._speedups, the twin of
+ * Owns: the extension module apogee._groupsync and its one type, GroupSync, the twin of
  * apogee.store.group_sync.GroupSyncPython (same methods, same results). The
  * Python twin is the specification; read its docstring first.
  *
@@ -40,8 +40,6 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "_groupsync.h"
 
 typedef struct {
     int64_t start;
@@ -497,7 +495,7 @@ static PyMethodDef gs_methods[] = {
 
 static PyTypeObject GroupSyncType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "apogee._speedups.GroupSync",
+    .tp_name = "apogee._groupsync.GroupSync",
     .tp_basicsize = sizeof(GroupSync),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "GroupSync(synced=0): the SYNC_FLUSH sync loop (see apogee.store.group_sync).",
@@ -508,15 +506,25 @@ static PyTypeObject GroupSyncType = {
     .tp_getset = gs_getset,
 };
 
-int add_group_sync(PyObject *module)
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "apogee._groupsync",
+    "The SYNC_FLUSH sync loop without the GIL (see apogee.store.group_sync).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__groupsync(void)
 {
     if (PyType_Ready(&GroupSyncType) < 0) {
-        return -1;
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
     }
     Py_INCREF(&GroupSyncType);
     if (PyModule_AddObject(module, "GroupSync", (PyObject *)&GroupSyncType) < 0) {
         Py_DECREF(&GroupSyncType);
-        return -1;
+        Py_DECREF(module);
+        return NULL;
     }
-    return 0;
+    return module;
 }

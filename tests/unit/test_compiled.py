@@ -40,8 +40,8 @@ def _env(pure: bool) -> dict[str, str]:
     return env
 
 
-def test_the_decoder_is_one_of_the_compiled_modules() -> None:
-    assert "apogee.model.received" in MODULES
+def test_the_decoder_and_the_kernels_are_compiled_modules() -> None:
+    assert {"apogee.model.received", "apogee.model.kernels", "apogee.store.kernels"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -72,7 +72,7 @@ def _probe(pure: bool) -> str:
     code = (
         "import apogee.model.received as m, apogee._util.native as n;"
         "from apogee._util.compiled import is_compiled;"
-        "print(is_compiled(m), n.speedups is None, m.__file__.endswith('.py'))"
+        "print(is_compiled(m), n.groupsync is None, m.__file__.endswith('.py'))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=_env(pure), capture_output=True, text=True, check=True

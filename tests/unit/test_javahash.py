@@ -4,14 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apogee.model import javahash
-from apogee.model.javahash import java_string_hash, tags_code
-
-pytestmark = pytest.mark.usefixtures("kernels")
-
-
-def java_string_hash_uncached(text: str) -> int:
-    return javahash.java_string_hash_uncached(text)  # whichever twin the fixture chose
+from apogee.model.javahash import java_string_hash, java_string_hash_uncached, tags_code
 
 
 def test_known_values_match_java() -> None:

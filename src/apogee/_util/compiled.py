@@ -14,7 +14,7 @@ picks it first. Call sites never choose: they import the module by its name.
 when ``apogee`` is first imported puts :class:`SourceFinder` in front of the
 import system: from then on every ``apogee`` module that has a ``.py`` source
 is loaded from it, the compiled extension beside it being ignored. The same
-variable also leaves ``apogee._speedups`` unused (``apogee._util.native``).
+variable also leaves the C ``apogee._groupsync`` unused (``apogee._util.native``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class SourceFinder(MetaPathFinder):
             source = Path(folder, leaf + ".py")
             if source.is_file():
                 return importlib.util.spec_from_file_location(fullname, source)
-        return None  # packages, and modules with no source (apogee._speedups)
+        return None  # packages, and modules with no source (apogee._groupsync)
 
 
 def install_source_finder() -> None:

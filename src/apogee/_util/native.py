@@ -1,14 +1,14 @@
-"""The compiled kernels, when this installation has them.
+"""The hand-written C extension, when this installation has it.
 
-Owns: deciding whether ``apogee._speedups`` (built from ``_speedups.c`` by
+Owns: deciding whether ``apogee._groupsync`` (built from ``_groupsync.c`` by
 ``pip install`` where a C compiler is at hand) is used.
 
-Every function of that module is the twin of a pure-Python function named in
-its source, with the same results byte for byte; modules that use one bind
-the compiled twin at import when ``speedups`` is not None, else the Python
-one. ``APOGEE_PURE_PYTHON=1`` in the environment leaves the compiled module
-unused (to compare, or to rule it out), as it does the modules compiled by
-Cython (``apogee._util.compiled``).
+That module holds one type, ``GroupSync``: the SYNC_FLUSH sync loop run
+without the GIL, the twin of ``apogee.store.group_sync.GroupSyncPython``
+(which is the specification and the fallback). Everything else that is
+compiled is Cython in pure-Python mode, one source for both builds
+(``apogee._util.compiled``). ``APOGEE_PURE_PYTHON=1`` in the environment
+leaves this extension unused too.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def _load() -> ModuleType | None:
     if PURE_PYTHON:
         return None
     try:
-        return importlib.import_module("apogee._speedups")
+        return importlib.import_module("apogee._groupsync")
     except ImportError:  # installed without a C compiler
         return None
 
 
-#: ``apogee._speedups``, or None when it is missing or switched off.
-speedups = _load()
+#: ``apogee._groupsync``, or None when it is missing or switched off.
+groupsync = _load()

@@ -1,9 +1,11 @@
 """Binary layout of a stored message (a commit-log record) and of batch bodies.
 
-Owns: encoding a record straight into a caller's buffer, decoding and
-validating records, iterating the records of a buffer (a pull response body
-is exactly such a run of records), host-address packing and the inner-message
-format of batch sends.
+Owns: the record layout and its names; decoding and validating records,
+iterating the records of a buffer (a pull response body is exactly such a
+run of records), host-address packing and the inner-message format of batch
+sends. Encoding a record straight into a caller's buffer and splitting a
+batch body are the compiled kernels of ``apogee.model.kernels``, named here
+as ``encode_record_into`` and ``decode_batch``.
 Pure: no files, no clocks.
 
 Record, all integers big-endian (RocketMQ CommitLog / MessageDecoder)::
@@ -57,8 +59,8 @@ from typing import Final
 
 from zlib_ng.zlib_ng import crc32  # the same CRC-32 as zlib, several times faster
 
-from apogee._util.native import speedups
 from apogee.errors import ProtocolError
+from apogee.model import kernels
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -97,31 +99,16 @@ _PREFIX = struct.Struct(">iiiiiqqiq")
 assert _PREFIX.size == 48
 
 
-def _header(born: int, store: int) -> struct.Struct:
-    return struct.Struct(f">iiiqqiq{born}sq{store}siqi")
-
-
-# Header from BODYCRC up to and including the body length, by (born v6,
-# store v6); TOTALSIZE and MAGICCODE are written last (see encode_record_into).
-_HEADERS: Final = {
-    (False, False): _header(8, 8),
-    (True, False): _header(20, 8),
-    (False, True): _header(8, 20),
-    (True, True): _header(20, 20),
-}
-assert _HEADERS[(False, False)].size == 88 - 8
-assert _HEADERS[(True, True)].size == 88 + 24 - 8
-
 # From BORNHOST to the body length, by (born v6, store v6).
 _MIDDLES: Final = {
-    key: struct.Struct(f">{8 if not key[0] else 20}sq{8 if not key[1] else 20}siqi")
-    for key in _HEADERS
+    (born_v6, store_v6): struct.Struct(f">{20 if born_v6 else 8}sq{20 if store_v6 else 8}siqi")
+    for born_v6 in (False, True)
+    for store_v6 in (False, True)
 }
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _BLANK = struct.Struct(">ii")
 _BATCH_HEAD = struct.Struct(">iiiii")
-assert _BATCH_HEAD.size == 20
 
 
 def record_size(
@@ -168,154 +155,14 @@ def topic_prefix(topic: str) -> bytes:
     return bytes((len(data),)) + data
 
 
-# Positional on purpose: this runs once per stored message, and keyword
-# matching of 17 arguments costs more than the encoding itself.
-def encode_record_into_python(  # noqa: PLR0917
-    buf: bytearray | memoryview | object,
-    pos: int,
-    queue_id: int,
-    flag: int,
-    queue_offset: int,
-    physical_offset: int,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: bytes,
-    store_timestamp: int,
-    store_host: bytes,
-    reconsume_times: int,
-    prepared_transaction_offset: int,
-    body: bytes | bytearray | memoryview,
-    topic_field: bytes,
-    properties: bytes,
-    body_crc: int | None = None,
-) -> int:
-    """Write one v1 record at ``buf[pos:]`` and return its size.
-
-    ``topic_field`` is :func:`topic_prefix` of the topic (callers cache it per
-    topic); ``born_host``/``store_host`` come from :func:`pack_host` and must
-    agree with the IPv6 bits of ``sys_flag``. The caller checks that the
-    record fits.
-
-    TOTALSIZE and MAGICCODE go in last: a writer killed part-way leaves no
-    magic, so recovery never takes a half-written record for a whole one.
-    The specification of ``apogee._speedups.encode_record_into``;
-    :data:`encode_record_into` is whichever runs.
-    """
-    body_len = len(body)
-    props_len = len(properties)
-    size = 90 + body_len + len(topic_field) + props_len + len(born_host) + len(store_host) - 16
-    if body_crc is None:
-        body_crc = crc32(body) & CRC_MASK
-    header = _HEADERS[(len(born_host) == 20, len(store_host) == 20)]
-    header.pack_into(
-        buf,  # type: ignore[arg-type]
-        pos + 8,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_timestamp,
-        born_host,
-        store_timestamp,
-        store_host,
-        reconsume_times,
-        prepared_transaction_offset,
-        body_len,
-    )
-    p = pos + 8 + header.size
-    buf[p : p + body_len] = body  # type: ignore[index]
-    p += body_len
-    buf[p : p + len(topic_field)] = topic_field  # type: ignore[index]
-    p += len(topic_field)
-    _I16.pack_into(buf, p, props_len)  # type: ignore[arg-type]
-    p += 2
-    buf[p : p + props_len] = properties  # type: ignore[index]
-    _BLANK.pack_into(buf, pos, size, MESSAGE_MAGIC_CODE_V1)  # type: ignore[arg-type]
-    return size
+#: Write one v1 record at ``buf[pos:]`` and return its size: the compiled
+#: kernel (see ``apogee.model.kernels.encode_record_into`` for the arguments).
+encode_record_into: Callable[..., int] = kernels.encode_record_into
 
 
-#: :func:`encode_record_into_python` or its compiled twin.
-encode_record_into: Callable[..., int] = (
-    speedups.encode_record_into if speedups is not None else encode_record_into_python
-)
-
-
-def header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    """The record fields from BODYCRC to the body length (written at record + 8).
-
-    For writers that inline :func:`encode_record_into` on their hottest path:
-    they must keep its write order (this header, body, topic field, int16
-    properties length, properties, then TOTALSIZE and MAGICCODE last).
-    """
-    return _HEADERS[(born_v6, store_v6)]
-
-
-SIZE_MAGIC = _BLANK  # TOTALSIZE + MAGICCODE, written last
-PROPERTIES_LENGTH = _I16
-
-
-#: One message of a batch as :func:`encode_batch_records_into` takes it:
+#: One message of a batch as ``apogee.store.kernels.encode_batch`` takes it:
 #: flag, body, encoded properties, body CRC.
 BatchRecord = tuple[int, bytes | memoryview, bytes, int]
-
-
-def encode_batch_records_into(
-    buf: object,
-    pos: int,
-    base_offset: int,
-    *,
-    queue_id: int,
-    first_queue_offset: int,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: bytes,
-    store_timestamp: int,
-    store_host: bytes,
-    reconsume_times: int,
-    topic_field: bytes,
-    records: list[BatchRecord],
-) -> list[int]:
-    """Write consecutive v1 records of one topic queue from ``buf[pos:]``.
-
-    The records of a batch share everything but flag, body, properties, CRC,
-    queue offset (consecutive from ``first_queue_offset``) and physical
-    offset (``base_offset`` is the log offset of ``buf[0]``). Same layout and
-    write order as :func:`encode_record_into`, without a call per record.
-    Returns the physical offset of each record; the caller checks they fit.
-    """
-    header = _HEADERS[(len(born_host) == 20, len(store_host) == 20)]
-    pack_header = header.pack_into
-    pack_len = _I16.pack_into
-    pack_head = _BLANK.pack_into
-    magic = MESSAGE_MAGIC_CODE_V1
-    head = 8 + header.size
-    tlen = len(topic_field)
-    offsets: list[int] = []
-    qoff = first_queue_offset
-    for flag, body, props, crc in records:
-        blen = len(body)
-        plen = len(props)
-        phys = base_offset + pos
-        # fmt: off
-        pack_header(buf, pos + 8, crc, queue_id, flag, qoff, phys, sys_flag, born_timestamp,  # type: ignore[arg-type]
-                    born_host, store_timestamp, store_host, reconsume_times, 0, blen)
-        # fmt: on
-        p = pos + head
-        buf[p : p + blen] = body  # type: ignore[index]
-        p += blen
-        buf[p : p + tlen] = topic_field  # type: ignore[index]
-        p += tlen
-        pack_len(buf, p, plen)  # type: ignore[arg-type]
-        p += 2
-        buf[p : p + plen] = props  # type: ignore[index]
-        size = p + plen - pos
-        pack_head(buf, pos, size, magic)  # type: ignore[arg-type]
-        offsets.append(phys)
-        pos += size
-        qoff += 1
-    return offsets
 
 
 def encode_record(
@@ -560,44 +407,9 @@ def store_timestamp_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
     return int.from_bytes(buf[at : at + 8], "big", signed=True)
 
 
-def decode_batch_python(body: bytes | bytearray | memoryview) -> list[BatchItem]:
-    """Split a batch send body into its messages (bodies are zero-copy views).
-
-    The specification of ``apogee._speedups.decode_batch``;
-    :data:`decode_batch` is whichever runs.
-
-    Raises:
-        ProtocolError: the body is cut short or a length field is inconsistent.
-    """
-    view = memoryview(body)
-    items: list[BatchItem] = []
-    pos = 0
-    end = len(view)
-    unpack = _BATCH_HEAD.unpack_from
-    while pos < end:
-        if end - pos < 22:
-            raise ProtocolError(f"batch message at byte {pos}: cut short")
-        total, _magic, _crc, flag, body_len = unpack(view, pos)
-        body_at = pos + 20
-        props_at = body_at + body_len + 2
-        if body_len < 0 or total < 22 or props_at > end or pos + total > end:
-            raise ProtocolError(f"batch message at byte {pos}: bad length fields")
-        (props_len,) = _I16.unpack_from(view, props_at - 2)
-        if props_len < 0 or props_at + props_len != pos + total:
-            raise ProtocolError(f"batch message at byte {pos}: total size disagrees")
-        try:
-            props = str(view[props_at : props_at + props_len], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError(f"batch message at byte {pos}: properties not UTF-8") from exc
-        items.append(BatchItem(flag, view[body_at : body_at + body_len], props))
-        pos += total
-    return items
-
-
-#: :func:`decode_batch_python` or its compiled twin.
-decode_batch: Callable[[bytes | bytearray | memoryview], list[BatchItem]] = (
-    speedups.decode_batch if speedups is not None else decode_batch_python
-)
+#: Split a batch send body into :class:`BatchItem` values (bodies are
+#: zero-copy views); ``apogee.model.kernels.decode_batch``.
+decode_batch: Callable[[bytes | bytearray | memoryview], list[BatchItem]] = kernels.decode_batch
 
 
 def encode_batch(messages: Iterable[Message]) -> bytes:

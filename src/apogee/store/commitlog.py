@@ -46,8 +46,8 @@ from typing import Final
 from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
-from apogee._util.native import speedups
 from apogee.errors import DiskFullError, StoreError
+from apogee.model.kernels import message_fields
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -58,7 +58,6 @@ from apogee.model.message import (
     BatchItem,
     StoreBatch,
     StoreMessage,
-    merge_batch_properties,
     property_value,
 )
 from apogee.model.message_codec import (
@@ -67,23 +66,23 @@ from apogee.model.message_codec import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
     BatchRecord,
-    encode_batch_records_into,
     encode_record_into,
     pack_host,
     store_timestamp_at,
     write_blank,
 )
 from apogee.model.topic import SCHEDULE_TOPIC
+from apogee.store import kernels
 from apogee.store.config import FlushDiskType, StoreConfig
-from apogee.store.dispatch import DispatchEntry, index_fields, message_fields
+from apogee.store.dispatch import DispatchEntry, index_fields
 from apogee.store.results import PutResult, PutStatus
-from apogee.store.segment import Segment, pwrite_all_python
+from apogee.store.segment import Segment
 from apogee.store.segment_queue import SegmentQueue
 
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _packed = pack_host  # module-level names are quicker to reach on the hot path
 _crc32 = crc32
-_encode = encode_record_into  # compiled when apogee._speedups was built
+_encode = encode_record_into  # apogee.model.kernels, compiled where it could be built
 _message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
@@ -100,82 +99,12 @@ _Refusal = tuple[int, int]
 _BATCH_TOO_BIG, _PROPERTIES_TOO_LONG, _ITEM_TOO_BIG = 0, 1, 2
 
 
-def prepare_batch_python(
-    items: list[BatchItem], extra: str, max_body: int, fixed: int, max_record: int
-) -> _Prepared | _Refusal:
-    """What a batch needs before the put lock, or why it cannot be stored.
-
-    First the body limit over the whole batch (bodies, property strings and
-    22 bytes of framing per item); then per item its stored properties (its
-    own, then the batch's), record size (``fixed`` plus body and
-    properties), CRC and index fields. The specification of
-    ``apogee._speedups.prepare_batch``.
-    """
-    total_body = sum(len(item[1]) + len(item[2]) + 22 for item in items)
-    if total_body > max_body:
-        return _BATCH_TOO_BIG, total_body
-    records: list[BatchRecord] = []
-    index: list[_Facts] = []
-    total = 0
-    for flag, body, inner in items:
-        text = merge_batch_properties(inner, extra) if extra else inner
-        props = text.encode()
-        size = fixed + len(body) + len(props)
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            return _PROPERTIES_TOO_LONG, size
-        if size > max_record:
-            return _ITEM_TOO_BIG, size
-        code, keys, uniq = message_fields(text)
-        total += size
-        records.append((flag, body, props, _crc32(body) & CRC_MASK))
-        index.append((size, code, keys, uniq))
-    return total, records, index
-
-
-def encode_batch_python(  # noqa: PLR0917
-    buf: object,
-    pos: int,
-    base_offset: int,
-    queue_id: int,
-    first_queue_offset: int,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: bytes,
-    store_timestamp: int,
-    store_host: bytes,
-    reconsume_times: int,
-    topic_field: bytes,
-    records: list[BatchRecord],
-    index: list[_Facts],
-    topic: str,
-) -> tuple[list[int], list[DispatchEntry]]:
-    """Write a prepared batch at ``buf[pos:]``: its offsets and hand-off entries.
-
-    The specification of ``apogee._speedups.encode_batch``.
-    """
-    offsets = encode_batch_records_into(
-        buf, pos, base_offset, queue_id=queue_id, first_queue_offset=first_queue_offset,
-        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
-        store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times,
-        topic_field=topic_field, records=records,
-    )  # fmt: skip
-    entries: list[DispatchEntry] = [
-        (topic, queue_id, phys, size, code, store_timestamp, first_queue_offset + i, keys, uniq,
-         sys_flag, 0)
-        for i, (phys, (size, code, keys, uniq)) in enumerate(zip(offsets, index, strict=True))
-    ]  # fmt: skip
-    return offsets, entries
-
-
+# The kernels (apogee.store.kernels), as module-level names: quicker to reach
 _prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Refusal] = (
-    speedups.prepare_batch if speedups is not None else prepare_batch_python
+    kernels.prepare_batch
 )
-_encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = (
-    speedups.encode_batch if speedups is not None else encode_batch_python
-)
-_pwrite: Callable[[int, object, int, int], None] = (
-    speedups.pwrite_all if speedups is not None else pwrite_all_python
-)
+_encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = kernels.encode_batch
+_pwrite: Callable[[int, object, int, int], None] = kernels.pwrite_all
 
 
 def _illegal(reason: str) -> PutResult:
@@ -183,7 +112,7 @@ def _illegal(reason: str) -> PutResult:
 
 
 # What the record encoders raise for a number that does not fit its field
-# (struct.error from the Python twins, OverflowError from the compiled ones).
+# (struct.error interpreted, OverflowError compiled: see apogee.model.kernels).
 _ENCODE_ERRORS = (struct.error, OverflowError, ValueError, TypeError)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -514,7 +443,7 @@ class CommitLog:
         )
 
     def _refuse_batch(self, kind: int, size: int) -> PutResult:
-        """The result for a refusal of :func:`prepare_batch_python`."""
+        """The result for a refusal of ``apogee.store.kernels.prepare_batch``."""
         if kind == _BATCH_TOO_BIG:
             return _illegal(f"batch is {size} bytes, the limit is {self._max_body}")
         if kind == _PROPERTIES_TOO_LONG:

@@ -5,8 +5,7 @@ Owns: one ConsumeQueue per (topic, queue id) under
 units at their logical offsets (idempotently), min/max logical offsets,
 reading units, finding an offset by store time, recovery (stop at the first
 invalid unit), truncation to the commit log's end and deletion of files whose
-records are gone. Runs of units are written by ``write_units``, which has a
-compiled twin.
+records are gone. Runs of units are written by ``apogee.store.kernels.write_units``.
 
 Unit (RocketMQ ConsumeQueue, big-endian)::
 
@@ -29,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
-from apogee._util.native import speedups
+from apogee.store import kernels
 from apogee.store.dispatch import DispatchEntry
 from apogee.store.results import QueueUnit
 from apogee.store.segment import parse_segment_name
@@ -44,42 +43,7 @@ _pack_unit = UNIT.pack_into
 _NOT_QUEUED: Final = (0x4, 0xC)  # PREPARED and ROLLBACK transaction records
 
 
-def write_units_python(  # noqa: PLR0917  # the compiled twin's calling convention
-    view: memoryview,
-    seg_start: int,
-    wrote: int,
-    seg_size: int,
-    entries: list[DispatchEntry],
-    i: int,
-    j: int,
-    topic: str,
-    queue_id: int,
-) -> int:
-    """Write the units of ``entries[i:j]`` into one segment; return how many.
-
-    From ``entries[i]`` on, while an entry is of (``topic``, ``queue_id``),
-    of a queued transaction type, its logical offset is the segment's next
-    unit (``seg_start + wrote``) and the segment has room. The
-    specification of ``apogee._speedups.write_units``.
-    """
-    count = 0
-    j = min(j, len(entries))
-    while i < j and wrote < seg_size:
-        entry = entries[i]
-        if (entry[9] & 0xC) in _NOT_QUEUED or entry[6] * CQ_UNIT_SIZE != seg_start + wrote:
-            break
-        if entry[1] != queue_id or entry[0] != topic:
-            break
-        _pack_unit(view, wrote, entry[2], entry[3], entry[4])
-        wrote += CQ_UNIT_SIZE
-        count += 1
-        i += 1
-    return count
-
-
-_write_units: Callable[..., int] = (
-    speedups.write_units if speedups is not None else write_units_python
-)
+_write_units: Callable[..., int] = kernels.write_units
 
 
 def is_blank_unit(phys: int, size: int) -> bool:

@@ -8,24 +8,20 @@ hot paths, ``parse_run`` (the entries of a run of records read back from the
 log, the fast path of replicated bytes), and ``index_fields``, the
 one function that derives tag code, keys and unique key from a record's
 property string, so that the append path and the log-parsing path cannot
-disagree (its common part, ``message_fields``, has a compiled twin).
+disagree (its common part is ``apogee.model.kernels.message_fields``).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from apogee._util.native import speedups
-from apogee.model.javahash import tags_code as hash_tags
+from apogee.model.kernels import message_fields
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
     property_value,
 )
@@ -72,49 +68,12 @@ class EntryDispatcher(Dispatcher, Protocol):
     def dispatch_entries(self, entries: Sequence[DispatchEntry]) -> None: ...
 
 
-_TAGS_MARK = "\x02" + PROPERTY_TAGS + "\x01"
-_KEYS_MARK = "\x02" + PROPERTY_KEYS + "\x01"
-_UNIQ_MARK = "\x02" + PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
-
-
-def _value(text: str, mark: str) -> str | None:
-    """``property_value`` for a precomputed 0x02-name-0x01 marker (hot path)."""
-    at = text.rfind(mark)
-    if at >= 0:
-        start = at + len(mark)
-    elif text.startswith(mark[1:]):
-        start = len(mark) - 1
-    else:
-        return None
-    end = text.find("\x02", start)
-    value = text[start:end] if end >= 0 else text[start:]
-    return value if value else property_value(text, mark[1:-1])
-
-
-def message_fields_python(properties: str) -> tuple[int, str | None, str | None]:
-    """(tags code, keys, unique key) of a property string (``property_value`` rules).
-
-    The tag code is Java's String.hashCode of TAGS, 0 without a tag. The
-    specification of the compiled twin ``apogee._speedups.message_fields``.
-    """
-    tags = _value(properties, _TAGS_MARK)
-    keys = _value(properties, _KEYS_MARK)
-    uniq = _value(properties, _UNIQ_MARK)
-    return (hash_tags(tags) if tags else 0), keys, uniq
-
-
-#: :func:`message_fields_python` or its compiled twin.
-message_fields: Callable[[str], tuple[int, str | None, str | None]] = (
-    speedups.message_fields if speedups is not None else message_fields_python
-)
-
-
 def index_fields(
     topic: str, properties: str, store_timestamp: int, delay_levels_ms: tuple[int, ...]
 ) -> tuple[int, str | None, str | None]:
     """(tags code, keys, unique key) of a record, by RocketMQ's dispatch rules.
 
-    As :func:`message_fields_python`, except that for SCHEDULE_TOPIC_XXXX the tag
+    As ``apogee.model.kernels.message_fields``, except that for SCHEDULE_TOPIC_XXXX the tag
     code is the delivery time: store time plus the delay of the DELAY level,
     clamped to the highest level. Runs for every appended message.
     """

@@ -1,8 +1,8 @@
 """The SYNC_FLUSH sync loop: make the commit log durable as far as appends ask.
 
 Owns: ``GroupSyncPython``, the specification of the compiled
-``apogee._speedups.GroupSync``, and ``GroupSync``, whichever of the two this
-installation runs.
+``apogee._groupsync.GroupSync`` (hand-written C, ``_groupsync.c``), and
+``GroupSync``, whichever of the two this installation runs.
 
 The loop keeps two offsets and a list of files::
 
@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from apogee._util.native import speedups
+from apogee._util.native import groupsync
 
 
 class Syncer(Protocol):
@@ -273,4 +273,6 @@ class GroupSyncPython:
 
 #: The sync loop this installation runs (the compiled twin when built),
 #: called with the offset already durable.
-GroupSync: Callable[[int], Syncer] = speedups.GroupSync if speedups is not None else GroupSyncPython
+GroupSync: Callable[[int], Syncer] = (
+    groupsync.GroupSync if groupsync is not None else GroupSyncPython
+)

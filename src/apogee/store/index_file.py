@@ -1,8 +1,8 @@
 """One IndexFile: a memory-mapped hash table from message keys to commit-log offsets.
 
 Owns: RocketMQ's index-file layout, putting keys (one, or a dispatch
-step's worth through ``put_work``, which has a compiled twin,
-``apogee._speedups.index_put``) and walking one key's chain. Rolling,
+step's worth through ``put_work``, which runs ``apogee.store.kernels.index_put``)
+and walking one key's chain. Rolling,
 naming, retention and locking belong to ``index_service``.
 
 Layout (big-endian; S = hash slots, N = entries)::
@@ -41,9 +41,9 @@ from pathlib import Path
 from types import TracebackType
 
 from apogee._util.fileio import fsync_dir
-from apogee._util.native import speedups
 from apogee.errors import StoreCorruptionError
 from apogee.model.javahash import java_string_hash_uncached
+from apogee.store.kernels import index_put
 from apogee.store.segment import has_holes, reserve
 
 HEADER_SIZE = 40
@@ -120,9 +120,6 @@ _SYNC_THROUGH_FD = sys.platform.startswith("linux")
 
 class IndexFile:
     """One mapped index file; build it with :meth:`create` or :meth:`open`."""
-
-    #: the compiled twin of :meth:`put_work_python`, when built
-    put_kernel = speedups.index_put if speedups is not None else None
 
     __slots__ = (
         "_begin_phy",
@@ -328,32 +325,15 @@ class IndexFile:
         first key only, since a record may continue from a full file.
         Returns where it stopped: ``(len(work), 0)`` when all is in.
         """
-        if self.put_kernel is not None:
-            count = self._index_count
-            (rec, key, self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
-             self._slot_count, self._index_count) = self.put_kernel(
-                self._mm, self._slot_num, self._index_num, self._begin_ts, self._end_ts,
-                self._begin_phy, self._end_phy, self._slot_count, count, work, rec, key,
-            )  # fmt: skip
-            if self._index_count != count:
-                self._dirty = True
-            return rec, key
-        return self.put_work_python(work, rec, key)
-
-    def put_work_python(self, work: IndexWork, rec: int, key: int) -> tuple[int, int]:
-        """:meth:`put_work` in Python: the specification of ``apogee._speedups.index_put``."""
-        while rec < len(work):
-            offset, timestamp, hashes = work[rec]
-            if key == 0 and (self.already_indexed(offset) or not hashes):
-                rec += 1
-                continue
-            while key < len(hashes):
-                if not self.put_hash(hashes[key], offset, timestamp):
-                    return rec, key
-                key += 1
-            rec += 1
-            key = 0
-        return rec, 0
+        count = self._index_count
+        (rec, key, self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
+         self._slot_count, self._index_count) = index_put(
+            self._mm, self._slot_num, self._index_num, self._begin_ts, self._end_ts,
+            self._begin_phy, self._end_phy, self._slot_count, count, work, rec, key,
+        )  # fmt: skip
+        if self._index_count != count:
+            self._dirty = True
+        return rec, key
 
     def already_indexed(self, offset: int) -> bool:
         """Whether the record at ``offset`` is in this file or an older one."""

@@ -39,8 +39,8 @@ from datetime import datetime
 from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
-from apogee._util.native import speedups
 from apogee.errors import DiskFullError, StoreError
+from apogee.store import kernels
 from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
     DEFAULT_HASH_SLOT_NUM,
@@ -89,31 +89,9 @@ def record_keys(topic: str, keys: str | None, uniq: str | None) -> list[str]:
     return out
 
 
-def key_hashes(topic: str, keys: str | None, uniq: str | None) -> list[int]:
-    """``index_key_hash`` of each of :func:`record_keys`."""
-    return [index_key_hash(key) for key in record_keys(topic, keys, uniq)]
-
-
-def index_work_python(entries: Sequence[DispatchEntry]) -> IndexWork:
-    """(offset, store time, key hashes) of the entries that have keys to index, in order.
-
-    ROLLBACK records and records without keys are left out. The
-    specification of the compiled twin ``apogee._speedups.index_work``.
-    """
-    work: IndexWork = []
-    for entry in entries:
-        keys, uniq = entry[7], entry[8]
-        if (keys or uniq) and entry[9] & _TX_MASK != _TX_ROLLBACK:
-            hashes = key_hashes(entry[0], keys, uniq)
-            if hashes:
-                work.append((entry[2], entry[5], hashes))
-    return work
-
-
-#: :func:`index_work_python` or its compiled twin.
-index_work: Callable[[Sequence[DispatchEntry]], IndexWork] = (
-    speedups.index_work if speedups is not None else index_work_python
-)
+#: (offset, store time, key hashes) of the dispatch entries that have keys to
+#: index, in order, ROLLBACK records left out: ``apogee.store.kernels.index_work``.
+index_work: Callable[[Sequence[DispatchEntry]], IndexWork] = kernels.index_work  # type: ignore[assignment]
 
 
 def file_name_for(now_ms: int) -> str:

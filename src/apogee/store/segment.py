@@ -140,24 +140,6 @@ def _address_of(mapping: mmap.mmap) -> int:
         del holder
 
 
-def pwrite_all_python(fd: int, buf: object, length: int, offset: int) -> None:
-    """Write ``buf[:length]`` to ``fd`` at ``offset``, all of it.
-
-    The specification of ``apogee._speedups.pwrite_all`` (which keeps the GIL
-    for writes under 64 KiB: a record's copy into the page cache takes less
-    than handing the GIL over would).
-    """
-    view = memoryview(buf).cast("B")  # type: ignore[arg-type]
-    if length < 0 or length > len(view) or offset < 0:
-        raise ValueError("length or offset out of range")
-    done = 0
-    while done < length:
-        n = os.pwrite(fd, view[done:length], offset + done)
-        if n == 0:
-            raise OSError(errno.EIO, "pwrite wrote nothing")
-        done += n
-
-
 def segment_name(start: int) -> str:
     """File name of the segment starting at ``start`` (RocketMQ offset2FileName)."""
     return f"{start:0{NAME_DIGITS}d}"

@@ -1,0 +1,579 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: always_allow_keywords=False, binding=False
+"""The model's compiled kernels: the hottest loops of hashing and the record codec.
+
+Owns: :func:`java_hash` (Java's ``String.hashCode``), :func:`message_fields`
+(tag code, KEYS and UNIQ_KEY of a property string), :func:`encode_record_into`
+(one v1 commit-log record into a buffer) and :func:`decode_batch` (a batch
+send body into :class:`~apogee.model.message.BatchItem` values). The layouts
+they read and write are drawn in ``apogee.model.message_codec``; the record
+as written here::
+
+    0 TOTALSIZE | 4 MAGICCODE | 8 BODYCRC | 12 QUEUEID | 16 FLAG
+    20 QUEUEOFFSET | 28 PHYSICALOFFSET | 36 SYSFLAG | 40 BORNTIMESTAMP
+    48 BORNHOST (8|20) | STORETIMESTAMP | STOREHOST (8|20) | RECONSUMETIMES
+    PREPAREDTXOFFSET | int32 body length | body | topic field (length byte
+    + name) | int16 properties length | properties
+
+and a batch body, message after message::
+
+    int32 totalSize | int32 magic | int32 bodyCRC | int32 flag |
+    int32 bodyLen | body | int16 propertiesLen | properties
+
+One source, two builds: ``setup.py`` compiles this module with Cython (the
+first line) where a C compiler is at hand, and the same file runs
+interpreted otherwise (``APOGEE_PURE_PYTHON=1`` forces that). The builds
+differ only in how bytes are reached: compiled, a buffer is taken with
+``PyObject_GetBuffer`` and read or written through a ``unsigned char *``;
+interpreted, the same helpers (``_get32``, ``_put32``, ``_copy``, ...) work
+on a memoryview or bytes with ``struct``. Everything above those helpers is
+one code path. A number that does not fit its field raises OverflowError
+compiled (argument conversion) and struct.error interpreted; callers catch
+both. ``kernels.pxd`` declares what ``apogee.store.kernels`` calls at C level
+and the store barrier.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+import cython
+from zlib_ng.zlib_ng import crc32  # the same CRC-32 as zlib, several times faster
+
+from apogee.errors import ProtocolError
+from apogee.model.message import BatchItem
+
+if cython.compiled:
+    from cython.cimports.cpython.buffer import (
+        PyBUF_SIMPLE,
+        PyBUF_WRITABLE,
+        PyBuffer_Release,
+        PyObject_GetBuffer,
+    )
+    from cython.cimports.cpython.ref import Py_INCREF
+    from cython.cimports.cpython.tuple import PyTuple_SET_ITEM
+    from cython.cimports.cpython.type import PyType_GenericAlloc
+    from cython.cimports.cpython.unicode import (
+        PyUnicode_1BYTE_DATA,
+        PyUnicode_1BYTE_KIND,
+        PyUnicode_DecodeUTF8,
+        PyUnicode_KIND,
+    )
+    from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
+
+MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
+CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
+MAX_PROPERTIES = cython.declare(cython.Py_ssize_t, 0x7FFF)
+_MASK32 = cython.declare(cython.uint, 0xFFFFFFFF)
+
+#: (tag code, KEYS, UNIQ_KEY) of a property string
+Fields = tuple[int, str | None, str | None]
+
+# tuple.__new__, looked up once: a BatchItem built without the NamedTuple's
+# Python-level __new__ (and without an attribute lookup per item)
+_new_tuple = tuple.__new__
+# Compiled, a BatchItem is allocated and filled in place (no argument tuples)
+# where a tuple caches no hash of its own: from 3.14 on, a zero-filled one
+# would claim a cached hash of 0.
+_ALLOC_ITEMS = cython.declare(cython.bint, sys.version_info < (3, 14))
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+# -- bytes: the only code that differs between the builds -----------------------
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _get16(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
+    if cython.compiled:
+        return cython.cast(cython.short, (p[at] << 8) | p[at + 1])
+    value: int = _I16.unpack_from(p, at)[0]
+    return value
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _get32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
+    if cython.compiled:
+        return cython.cast(
+            cython.int,
+            (cython.cast(cython.uint, p[at]) << 24)
+            | (cython.cast(cython.uint, p[at + 1]) << 16)
+            | (cython.cast(cython.uint, p[at + 2]) << 8)
+            | cython.cast(cython.uint, p[at + 3]),
+        )
+    value: int = _I32.unpack_from(p, at)[0]
+    return value
+
+
+@cython.cfunc
+@cython.inline
+def _put16(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
+    if cython.compiled:
+        p[at] = cython.cast(cython.uchar, v >> 8)
+        p[at + 1] = cython.cast(cython.uchar, v)
+    else:
+        _I16.pack_into(p, at, v)  # struct.error past int16
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _put32(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
+    if cython.compiled:
+        u: cython.uint = cython.cast(cython.uint, v)
+        p[at] = cython.cast(cython.uchar, u >> 24)
+        p[at + 1] = cython.cast(cython.uchar, u >> 16)
+        p[at + 2] = cython.cast(cython.uchar, u >> 8)
+        p[at + 3] = cython.cast(cython.uchar, u)
+    else:
+        _I32.pack_into(p, at, v)  # struct.error past int32
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _put64(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.int:
+    if cython.compiled:
+        u: cython.ulonglong = cython.cast(cython.ulonglong, v)
+        _put32(p, at, cython.cast(cython.int, cython.cast(cython.uint, u >> 32)))
+        _put32(p, at + 4, cython.cast(cython.int, cython.cast(cython.uint, u)))
+    else:
+        _I64.pack_into(p, at, v)  # struct.error past int64
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _copy(
+    p: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar, n: cython.Py_ssize_t
+) -> cython.int:
+    """``p[at:at + n] = src[:n]``."""
+    if cython.compiled:
+        memcpy(p + at, src, n)
+    else:
+        p[at : at + n] = src[:n]
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _put_host(
+    p: cython.p_uchar, at: cython.Py_ssize_t, host: cython.p_uchar, n: cython.Py_ssize_t,
+    field: cython.Py_ssize_t,
+) -> cython.int:  # fmt: skip
+    """A host field of ``field`` bytes: ``host`` cut or zero-padded to it (as struct's "8s")."""
+    if cython.compiled:
+        memset(p + at, 0, field)
+        memcpy(p + at, host, n if n < field else field)
+    else:
+        p[at : at + field] = bytes(host[:field]).ljust(field, b"\0")
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _find(
+    p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t, byte: cython.uchar
+) -> cython.Py_ssize_t:
+    """Index of the first ``byte`` in ``p[start:end]``, or -1."""
+    if cython.compiled:
+        hit: cython.p_uchar = cython.cast(cython.p_uchar, memchr(p + start, byte, end - start))
+        return hit - p if hit != cython.NULL else -1
+    found: int = p.find(byte, start, end)
+    return found
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _is(p: cython.p_uchar, start: cython.Py_ssize_t, name: cython.p_char,
+        n: cython.Py_ssize_t) -> cython.bint:  # fmt: skip
+    """Whether ``p[start:start + n]`` is ``name`` (a constant ``n`` lets C inline it)."""
+    if cython.compiled:
+        equal: cython.bint = memcmp(p + start, name, n) == 0
+        return equal
+    same: bool = p[start : start + n] == name
+    return same
+
+
+@cython.cfunc
+@cython.inline
+def _utf8(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> str:
+    """``p[start:end]`` decoded, lone surrogates passed (how they were encoded)."""
+    if cython.compiled:
+        text: cython.p_char = cython.cast(cython.p_char, p)
+        passed: str = PyUnicode_DecodeUTF8(text + start, end - start, b"surrogatepass")
+        return passed
+    return bytes(p[start:end]).decode("utf-8", "surrogatepass")
+
+
+@cython.cfunc
+@cython.inline
+def _utf8_strict(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> str:
+    """``p[start:end]`` decoded; UnicodeDecodeError unless it is UTF-8."""
+    if cython.compiled:
+        strict: str = PyUnicode_DecodeUTF8(
+            cython.cast(cython.p_char, p) + start, end - start, cython.NULL
+        )
+        return strict
+    return str(p[start:end], "utf-8")
+
+
+@cython.cfunc
+@cython.inline
+def _store_barrier() -> cython.int:
+    """Keep the C compiler from moving the stores after this point before it.
+
+    A record's TOTALSIZE and MAGICCODE (an index entry's header and slot)
+    must reach a mapped file after the rest of it; interpreted code writes
+    in program order anyway.
+    """
+    if cython.compiled:
+        store_barrier()  # type: ignore[name-defined]  # noqa: F821  # declared in kernels.pxd
+    return 0
+
+
+# -- Java String.hashCode -------------------------------------------------------
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _signed(h: cython.uint) -> cython.int:
+    if cython.compiled:
+        return cython.cast(cython.int, h)
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+@cython.cfunc
+def fold_str(text: str, h: cython.uint) -> cython.uint:
+    """``h`` folded with the UTF-16 code units of ``text`` (``h = 31 * h + unit``).
+
+    Raises:
+        UnicodeEncodeError: ``text`` holds a lone surrogate (no UTF-16 for it).
+    """
+    ch: cython.Py_UCS4
+    c: cython.uint
+    if cython.compiled and PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND:
+        # Latin-1 text (the usual topic and key) is its own UTF-16 units: no
+        # per-character dispatch on the string's kind
+        s: cython.p_uchar = PyUnicode_1BYTE_DATA(text)
+        i: cython.Py_ssize_t
+        for i in range(len(text)):
+            h = 31 * h + s[i]
+        return h
+    for ch in text:
+        c = ord(ch)
+        if c < 0xD800:
+            h = (31 * h + c) & _MASK32
+        elif c > 0xFFFF:  # a pair of surrogates in UTF-16
+            c -= 0x10000
+            h = (31 * h + (0xD800 + (c >> 10))) & _MASK32
+            h = (31 * h + (0xDC00 + (c & 0x3FF))) & _MASK32
+        elif c <= 0xDFFF:
+            text.encode("utf-16-le")  # raises the encoder's own error
+            raise UnicodeEncodeError("utf-16-le", text, 0, 1, "surrogates not allowed")
+        else:
+            h = (31 * h + c) & _MASK32
+    return h
+
+
+@cython.cfunc
+def fold_utf8(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t,
+              h: cython.uint) -> cython.uint:  # fmt: skip
+    """``h`` folded with UTF-8 text ``p[start:end]``: byte by byte while ASCII."""
+    i: cython.Py_ssize_t
+    seed: cython.uint = h
+    for i in range(start, end):
+        if p[i] >= 0x80:  # UTF-16 units differ from the bytes: start over from a str
+            return fold_str(_utf8(p, start, end), seed)
+        h = (31 * h + p[i]) & _MASK32
+    return h
+
+
+def java_hash(text: str) -> int:
+    """Signed 32-bit ``String.hashCode`` of ``text`` (over its UTF-16 code units).
+
+    Raises:
+        UnicodeEncodeError: ``text`` holds a lone surrogate.
+    """
+    return _signed(fold_str(text, 0))
+
+
+# -- property strings ---------------------------------------------------------------
+
+
+@cython.cfunc
+def fields_of_utf8(p: cython.p_uchar, n: cython.Py_ssize_t) -> Fields:
+    """(tag code, KEYS, UNIQ_KEY) of the UTF-8 property string ``p[:n]``.
+
+    ``string_to_properties``' rules: pieces split on 0x02, each split at its
+    first 0x01; the last piece with that exact name and a non-empty value
+    wins. 0x01 and 0x02 never occur inside a multi-byte UTF-8 sequence, so
+    bytes split as the characters do.
+    """
+    tags_at: cython.Py_ssize_t = -1
+    tags_end: cython.Py_ssize_t = 0
+    keys_at: cython.Py_ssize_t = -1
+    keys_end: cython.Py_ssize_t = 0
+    uniq_at: cython.Py_ssize_t = -1
+    uniq_end: cython.Py_ssize_t = 0
+    start: cython.Py_ssize_t = 0
+    end: cython.Py_ssize_t
+    sep: cython.Py_ssize_t
+    name_len: cython.Py_ssize_t
+    while start <= n:
+        end = _find(p, start, n, 0x02)
+        if end < 0:
+            end = n
+        sep = _find(p, start, end, 0x01)
+        name_len = sep - start
+        if sep > start and end > sep + 1:  # a name and a value
+            if name_len == 4 and _is(p, start, b"TAGS", 4):
+                tags_at, tags_end = sep + 1, end
+            elif name_len == 4 and _is(p, start, b"KEYS", 4):
+                keys_at, keys_end = sep + 1, end
+            elif name_len == 8 and _is(p, start, b"UNIQ_KEY", 8):
+                uniq_at, uniq_end = sep + 1, end
+        start = end + 1
+    code: cython.int = 0
+    if tags_at >= 0:
+        code = _signed(fold_utf8(p, tags_at, tags_end, 0))
+    keys = _utf8(p, keys_at, keys_end) if keys_at >= 0 else None
+    uniq = _utf8(p, uniq_at, uniq_end) if uniq_at >= 0 else None
+    return code, keys, uniq
+
+
+def message_fields(properties: str) -> Fields:
+    """(tag code, KEYS, UNIQ_KEY) of a property string; the tag code is 0 without TAGS.
+
+    Lone surrogates pass through (only a tag holding one fails, in its hash).
+    """
+    if cython.compiled and properties.isascii():
+        # an ASCII str's own bytes are its UTF-8: no copy, no encoder
+        return fields_of_utf8(PyUnicode_1BYTE_DATA(properties), len(properties))
+    raw = properties.encode("utf-8", "surrogatepass")
+    return fields_of_utf8(raw, len(raw))
+
+
+# -- commit-log records -------------------------------------------------------------
+
+
+@cython.cfunc
+def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
+    out: cython.p_uchar,
+    out_len: cython.Py_ssize_t,
+    pos: cython.longlong,
+    crc: cython.int,
+    queue_id: cython.int,
+    flag: cython.int,
+    queue_offset: cython.longlong,
+    physical_offset: cython.longlong,
+    sys_flag: cython.int,
+    born_timestamp: cython.longlong,
+    born_host: bytes,
+    store_timestamp: cython.longlong,
+    store_host: bytes,
+    reconsume_times: cython.int,
+    prepared: cython.longlong,
+    body: cython.p_uchar,
+    body_len: cython.Py_ssize_t,
+    topic_field: bytes,
+    properties: bytes,
+    total_size: cython.longlong,
+) -> cython.longlong:
+    """Write one v1 record at ``out[pos:]``; return its TOTALSIZE.
+
+    TOTALSIZE (``total_size`` when not negative, else the size by the
+    record's formula) and MAGICCODE go in last, after a store barrier: a
+    writer killed part-way leaves no magic, so recovery never takes a
+    half-written record for a whole one.
+
+    Raises:
+        ValueError: the record does not fit ``out``.
+        struct.error: the properties are longer than an int16 length says.
+    """
+    born_len: cython.Py_ssize_t = len(born_host)
+    store_len: cython.Py_ssize_t = len(store_host)
+    topic_len: cython.Py_ssize_t = len(topic_field)
+    props_len: cython.Py_ssize_t = len(properties)
+    born_field: cython.Py_ssize_t = 20 if born_len == 20 else 8
+    store_field: cython.Py_ssize_t = 20 if store_len == 20 else 8
+    if props_len > MAX_PROPERTIES:
+        raise struct.error("'h' format requires -32768 <= number <= 32767")
+    extent: cython.longlong = 72 + born_field + store_field + body_len + topic_len + 2 + props_len
+    # pos + extent is never computed before the check (it could overflow)
+    if pos < 0 or pos > out_len or extent > out_len - pos:
+        raise ValueError("the record does not fit the buffer")
+    if total_size < 0:  # the formula counts the host bytes given, as RocketMQ does
+        total_size = 90 + body_len + topic_len + props_len + born_len + store_len - 16
+    at: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, pos)
+    _put32(out, at + 8, crc)
+    _put32(out, at + 12, queue_id)
+    _put32(out, at + 16, flag)
+    _put64(out, at + 20, queue_offset)
+    _put64(out, at + 28, physical_offset)
+    _put32(out, at + 36, sys_flag)
+    _put64(out, at + 40, born_timestamp)
+    p: cython.Py_ssize_t = at + 48
+    _put_host(out, p, born_host, born_len, born_field)
+    p += born_field
+    _put64(out, p, store_timestamp)
+    p += 8
+    _put_host(out, p, store_host, store_len, store_field)
+    p += store_field
+    _put32(out, p, reconsume_times)
+    _put64(out, p + 4, prepared)
+    _put32(out, p + 12, cython.cast(cython.int, body_len))
+    p += 16
+    _copy(out, p, body, body_len)
+    p += body_len
+    _copy(out, p, topic_field, topic_len)
+    p += topic_len
+    _put16(out, p, cython.cast(cython.int, props_len))
+    _copy(out, p + 2, properties, props_len)
+    _store_barrier()
+    _put32(out, at, cython.cast(cython.int, total_size))
+    _put32(out, at + 4, MAGIC_V1)
+    return total_size
+
+
+# Positional on purpose: this runs once per stored message, and keyword
+# matching of 17 arguments costs more than the encoding itself.
+def encode_record_into(  # noqa: PLR0917
+    buf: object,
+    pos: cython.longlong,
+    queue_id: cython.int,
+    flag: cython.int,
+    queue_offset: cython.longlong,
+    physical_offset: cython.longlong,
+    sys_flag: cython.int,
+    born_timestamp: cython.longlong,
+    born_host: bytes,
+    store_timestamp: cython.longlong,
+    store_host: bytes,
+    reconsume_times: cython.int,
+    prepared_transaction_offset: cython.longlong,
+    body: object,
+    topic_field: bytes,
+    properties: bytes,
+    body_crc: object = None,
+) -> int:
+    """Write one v1 record at ``buf[pos:]`` and return its size.
+
+    ``topic_field`` is ``message_codec.topic_prefix`` of the topic (callers
+    cache it per topic); ``born_host``/``store_host`` come from
+    ``message_codec.pack_host`` and must agree with the IPv6 bits of
+    ``sys_flag``; ``body_crc`` is computed when None. TOTALSIZE and
+    MAGICCODE go in last (see :func:`write_record`).
+
+    Raises:
+        ValueError: the record does not fit ``buf`` from ``pos``.
+        OverflowError, struct.error: a number does not fit its field.
+    """
+    crc: cython.int
+    if body_crc is None:
+        raw_crc: cython.uint = crc32(body)
+        crc = raw_crc & CRC_MASK
+    else:
+        crc = body_crc  # type: ignore[assignment]
+    size: cython.longlong = -1
+    if cython.compiled:
+        out = cython.declare(cython.Py_buffer)
+        data = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(body, cython.address(data), PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(buf, cython.address(out), PyBUF_WRITABLE)
+            try:
+                size = write_record(
+                    cython.cast(cython.p_uchar, out.buf), out.len, pos, crc, queue_id, flag,
+                    queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
+                    store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
+                    cython.cast(cython.p_uchar, data.buf), data.len, topic_field, properties, size,
+                )  # fmt: skip
+            finally:
+                PyBuffer_Release(cython.address(out))
+        finally:
+            PyBuffer_Release(cython.address(data))
+    else:
+        view = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        data_view = memoryview(body).cast("B")  # type: ignore[arg-type]
+        size = write_record(
+            view, len(view), pos, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+            born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+            prepared_transaction_offset, data_view, len(data_view), topic_field, properties, size,
+        )  # fmt: skip
+    return size
+
+
+# -- batch bodies -----------------------------------------------------------------
+
+
+@cython.cfunc
+@cython.inline
+def _batch_item(flag: object, body: object, props: object) -> BatchItem:
+    if cython.compiled and _ALLOC_ITEMS:
+        item = PyType_GenericAlloc(BatchItem, 3)
+        # PyTuple_SET_ITEM takes the reference over
+        Py_INCREF(flag)
+        PyTuple_SET_ITEM(item, 0, flag)
+        Py_INCREF(body)
+        PyTuple_SET_ITEM(item, 1, body)
+        Py_INCREF(props)
+        PyTuple_SET_ITEM(item, 2, props)
+        return item  # type: ignore[no-any-return]
+    made: BatchItem = _new_tuple(BatchItem, (flag, body, props))
+    return made
+
+
+@cython.cfunc
+def _split_batch(view: memoryview, p: cython.p_uchar, end: cython.Py_ssize_t) -> list[BatchItem]:
+    items: list[BatchItem] = []
+    pos: cython.Py_ssize_t = 0
+    total: cython.Py_ssize_t
+    body_len: cython.Py_ssize_t
+    props_at: cython.Py_ssize_t
+    props_len: cython.Py_ssize_t
+    while pos < end:
+        if end - pos < 22:
+            raise ProtocolError(f"batch message at byte {pos}: cut short")
+        total = _get32(p, pos)
+        body_len = _get32(p, pos + 16)
+        props_at = pos + 20 + body_len + 2
+        if body_len < 0 or total < 22 or props_at > end or total > end - pos:
+            raise ProtocolError(f"batch message at byte {pos}: bad length fields")
+        props_len = _get16(p, props_at - 2)
+        if props_len < 0 or props_at + props_len != pos + total:
+            raise ProtocolError(f"batch message at byte {pos}: total size disagrees")
+        try:
+            props = _utf8_strict(p, props_at, props_at + props_len)
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"batch message at byte {pos}: properties not UTF-8") from exc
+        items.append(_batch_item(_get32(p, pos + 12), view[pos + 20 : props_at - 2], props))
+        pos += total
+    return items
+
+
+def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """Split a batch send body into its messages (bodies are zero-copy views).
+
+    Raises:
+        ProtocolError: the body is cut short or a length field is inconsistent.
+    """
+    view = memoryview(body)
+    if cython.compiled:
+        data = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(view, cython.address(data), PyBUF_SIMPLE)
+        try:
+            return _split_batch(view, cython.cast(cython.p_uchar, data.buf), data.len)
+        finally:
+            PyBuffer_Release(cython.address(data))
+    view = view.cast("B")
+    return _split_batch(view, view, len(view))

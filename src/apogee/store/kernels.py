@@ -1,0 +1,778 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: always_allow_keywords=False, binding=False
+"""The store's compiled kernels: batches, consume-queue units, index entries, pwrite.
+
+Owns: :func:`prepare_batch` and :func:`encode_batch` (a batch send into
+commit-log records and their hand-off entries), :func:`write_units` (a run of
+consume-queue units into one segment), :func:`index_work` and
+:func:`index_put` (key hashes of dispatched records, and putting them into a
+mapped index file) and :func:`pwrite_all` (a buffer into a file, all of it).
+Layouts: the record in ``apogee.model.message_codec``, the index file in
+``apogee.store.index_file``; a consume-queue unit (``consume_queue``)::
+
+    int64 commit-log offset | int32 record size | int64 tag code
+
+One source, two builds, as ``apogee.model.kernels`` (which this module
+calls at C level through ``kernels.pxd`` when compiled, and as Python
+functions when interpreted, from the model's source even where only the
+model's module was compiled): bytes are reached through the helpers below,
+``unsigned char *`` compiled and a memoryview interpreted; all else is one
+code path. Buffers are released before a kernel returns, so a mapping they
+came from can be closed.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+
+import cython
+from zlib_ng.zlib_ng import crc32
+
+from apogee.model.message_codec import BatchRecord
+from apogee.store.dispatch import DispatchEntry
+
+if cython.compiled:
+    from cython.cimports.apogee.model.kernels import (
+        fields_of_utf8,
+        fold_str,
+        store_barrier,
+        write_record,
+    )
+    from cython.cimports.cpython.buffer import (
+        PyBUF_SIMPLE,
+        PyBUF_WRITABLE,
+        PyBuffer_Release,
+        PyObject_GetBuffer,
+    )
+    from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
+    from cython.cimports.cpython.long import PyLong_AsUnsignedLongLongMask
+    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
+    from cython.cimports.libc.errno import EINTR, errno
+    from cython.cimports.libc.string import memcpy
+    from cython.cimports.posix.unistd import pwrite
+else:
+    from apogee._util.compiled import is_compiled, load_interpreted
+    from apogee.model import kernels as _model
+
+    if is_compiled(_model):  # only this module failed to build: use the model's source too
+        _model = load_interpreted("apogee.model.kernels")
+    fields_of_utf8 = _model.fields_of_utf8
+    fold_str = _model.fold_str
+    write_record = _model.write_record
+
+CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
+# Constants past 2**31 are declared: as bare literals Cython makes them Python ints
+_MASK32 = cython.declare(cython.uint, 0xFFFFFFFF)
+_SIGN32 = cython.declare(cython.uint, 0x80000000)
+INT32_MIN = cython.declare(cython.longlong, -0x80000000)
+INT32_MAX = cython.declare(cython.longlong, 0x7FFFFFFF)
+INT64_MAX = cython.declare(cython.longlong, 0x7FFFFFFFFFFFFFFF)
+CQ_UNIT = cython.declare(cython.Py_ssize_t, 20)
+INDEX_HEADER = cython.declare(cython.longlong, 40)
+INDEX_SLOT = cython.declare(cython.longlong, 4)
+INDEX_ENTRY = cython.declare(cython.longlong, 20)
+# Writes below this size keep the GIL: the system call copies a record into
+# the page cache in about a microsecond, less than a GIL hand-over costs, and
+# a caller holding the GIL keeps other threads from slipping in between an
+# append and the request that follows it.
+PWRITE_KEEP_GIL = cython.declare(cython.longlong, 65536)
+
+_BATCH_TOO_BIG = cython.declare(cython.int, 0)
+_PROPERTIES_TOO_LONG = cython.declare(cython.int, 1)
+_ITEM_TOO_BIG = cython.declare(cython.int, 2)
+
+# Aliases for the lists the kernels take and give: Cython reads an unknown
+# name as "object", where a subscripted ``list[tuple]`` would make it check
+# each item for an exact tuple (and refuse the NamedTuple BatchItem).
+BatchItems = Sequence[tuple[int, bytes | memoryview, str]]
+BatchRecords = list[BatchRecord]
+BatchFacts = list[tuple[int, int, str | None, str | None]]
+Entries = list[DispatchEntry]
+IndexWork = list[tuple[int, int, list[int]]]
+Hashes = list[int]
+#: (rec, key) and the index file header's fields, as index_put returns them
+IndexState = tuple[int, int, int, int, int, int, int, int]
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+# -- bytes: the only code that differs between the builds -----------------------
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _get32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
+    if cython.compiled:
+        return cython.cast(
+            cython.int,
+            (cython.cast(cython.uint, p[at]) << 24)
+            | (cython.cast(cython.uint, p[at + 1]) << 16)
+            | (cython.cast(cython.uint, p[at + 2]) << 8)
+            | cython.cast(cython.uint, p[at + 3]),
+        )
+    value: int = _I32.unpack_from(p, at)[0]
+    return value
+
+
+@cython.cfunc
+@cython.inline
+def _put32(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
+    if cython.compiled:
+        u: cython.uint = cython.cast(cython.uint, v)
+        p[at] = cython.cast(cython.uchar, u >> 24)
+        p[at + 1] = cython.cast(cython.uchar, u >> 16)
+        p[at + 2] = cython.cast(cython.uchar, u >> 8)
+        p[at + 3] = cython.cast(cython.uchar, u)
+    else:
+        _I32.pack_into(p, at, v)  # struct.error past int32
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _put64(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.int:
+    if cython.compiled:
+        u: cython.ulonglong = cython.cast(cython.ulonglong, v)
+        _put32(p, at, cython.cast(cython.int, cython.cast(cython.uint, u >> 32)))
+        _put32(p, at + 4, cython.cast(cython.int, cython.cast(cython.uint, u)))
+    else:
+        _I64.pack_into(p, at, v)  # struct.error past int64
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _store_barrier() -> cython.int:
+    """Keep the C compiler from moving the stores after this point before it."""
+    if cython.compiled:
+        store_barrier()
+    return 0
+
+
+@cython.cfunc
+def _merged_utf8(inner: str, extra: str) -> bytes:
+    """UTF-8 of a batch item's stored properties: its own, a 0x02, the batch's.
+
+    No 0x02 between them when either is empty or ``inner`` ends with one
+    (``apogee.model.message.merge_batch_properties``).
+    """
+    if cython.compiled:
+        ilen: cython.Py_ssize_t = 0
+        elen: cython.Py_ssize_t = 0
+        ip: cython.p_char = cython.cast(
+            cython.p_char, PyUnicode_AsUTF8AndSize(inner, cython.address(ilen))
+        )
+        ep: cython.p_char = cython.NULL
+        if len(extra) > 0:
+            ep = cython.cast(cython.p_char, PyUnicode_AsUTF8AndSize(extra, cython.address(elen)))
+        sep: cython.Py_ssize_t = 1 if elen > 0 and ilen > 0 and ip[ilen - 1] != 0x02 else 0
+        out: bytes = PyBytes_FromStringAndSize(cython.NULL, ilen + sep + elen)
+        q: cython.p_char = out
+        memcpy(q, ip, ilen)
+        if sep:
+            q[ilen] = 0x02
+        memcpy(q + ilen + sep, ep, elen)
+        return out
+    own = inner.encode()
+    if not extra:
+        return own
+    sep_byte = b"\x02" if own and not own.endswith(b"\x02") else b""
+    return own + sep_byte + extra.encode()
+
+
+# -- batches --------------------------------------------------------------------------
+
+
+def prepare_batch(
+    items: BatchItems,
+    extra: str,
+    max_body: cython.longlong,
+    fixed: cython.longlong,
+    max_record: cython.longlong,
+) -> tuple[int, BatchRecords, BatchFacts] | tuple[int, int]:
+    """What a batch needs before the put lock, or why it cannot be stored.
+
+    First the body limit over the whole batch (bodies, property strings and
+    22 bytes of framing per item): ``(0, total)`` when over ``max_body``.
+    Then per item its stored properties (its own, then ``extra``, the
+    batch's), record size (``fixed`` plus body and properties), CRC and
+    index fields: ``(1, size)`` for properties over 32767 bytes, ``(2,
+    size)`` for a record over ``max_record``, else ``(total, records,
+    index)`` with records ``(flag, body, properties, crc)`` and index
+    entries ``(size, tag code, keys, unique key)``.
+
+    Raises:
+        TypeError: an item is not a (flag, body, str) tuple.
+        UnicodeEncodeError: a property string holds a lone surrogate.
+    """
+    total_body: cython.longlong = 0
+    item: object
+    for item in items:
+        _check_batch_item(item)
+        t = cython.cast(tuple, item)  # checked, and a BatchItem is a tuple subclass
+        total_body += len(t[1]) + len(t[2]) + 22
+    if total_body > max_body:
+        return _BATCH_TOO_BIG, total_body
+    records: BatchRecords = []
+    index: BatchFacts = []
+    total: cython.longlong = 0
+    size: cython.longlong
+    plen: cython.Py_ssize_t
+    for item in items:
+        _check_batch_item(item)
+        t = cython.cast(tuple, item)
+        body = t[1]
+        props = _merged_utf8(cython.cast(str, t[2]), extra)
+        plen = len(props)
+        size = fixed + len(body) + plen
+        if plen > 0x7FFF:
+            return _PROPERTIES_TOO_LONG, size
+        if size > max_record:
+            return _ITEM_TOO_BIG, size
+        code, keys, uniq = fields_of_utf8(props, plen)
+        crc: cython.uint = crc32(body)
+        records.append((t[0], body, props, crc & CRC_MASK))
+        index.append((size, code, keys, uniq))
+        total += size
+    return total, records, index
+
+
+@cython.cfunc
+@cython.inline
+def _check_batch_item(item: object) -> cython.int:
+    # read as a tuple once it is one: indexing a BatchItem (a tuple subclass)
+    # as an object would look its __getitem__ up by name each time
+    problem = "batch items are (flag, body, properties)"
+    if not isinstance(item, tuple):
+        raise TypeError(problem)
+    t = cython.cast(tuple, item)
+    if len(t) != 3 or not isinstance(t[2], str):
+        raise TypeError(problem)
+    return 0
+
+
+def encode_batch(  # noqa: PLR0917  # positional for speed, as encode_record_into
+    buf: object,
+    pos: cython.longlong,
+    base_offset: cython.longlong,
+    queue_id: object,
+    first_queue_offset: cython.longlong,
+    sys_flag: cython.int,
+    born_timestamp: cython.longlong,
+    born_host: bytes,
+    store_timestamp: cython.longlong,
+    store_host: bytes,
+    reconsume_times: cython.int,
+    topic_field: bytes,
+    records: BatchRecords,
+    index: BatchFacts,
+    topic: str,
+) -> tuple[list[int], Entries]:
+    """Write a prepared batch at ``buf[pos:]``: its offsets and hand-off entries.
+
+    ``records`` and ``index`` are what :func:`prepare_batch` gave. Record i
+    gets queue offset ``first_queue_offset + i`` and physical offset
+    ``base_offset + `` its position in ``buf``; its TOTALSIZE is the bytes it
+    takes (a record with odd-sized hosts counts what is written). Returns
+    the offsets and one dispatch entry per record.
+
+    Raises:
+        ValueError: the lists differ in length, or the batch does not fit ``buf``.
+        OverflowError, struct.error: a number does not fit its field.
+    """
+    if len(records) != len(index):
+        raise ValueError("encode_batch(): records and index differ in length")
+    qid: cython.int = queue_id  # type: ignore[assignment]  # checked once, as an int32
+    offsets: list[int] = []
+    entries: Entries = []
+    if cython.compiled:
+        out = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(buf, cython.address(out), PyBUF_WRITABLE)
+        try:
+            _encode_batch(
+                cython.cast(cython.p_uchar, out.buf), out.len, pos, base_offset, qid, queue_id,
+                first_queue_offset, sys_flag, born_timestamp, born_host, store_timestamp,
+                store_host, reconsume_times, topic_field, records, index, topic, offsets, entries,
+            )  # fmt: skip
+        finally:
+            PyBuffer_Release(cython.address(out))
+    else:
+        with memoryview(buf).cast("B") as view:  # type: ignore[arg-type]
+            _encode_batch(
+                view, len(view), pos, base_offset, qid, queue_id, first_queue_offset, sys_flag,
+                born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+                topic_field, records, index, topic, offsets, entries,
+            )  # fmt: skip
+    return offsets, entries
+
+
+@cython.cfunc
+def _encode_batch(  # noqa: PLR0917
+    out: cython.p_uchar,
+    out_len: cython.Py_ssize_t,
+    pos: cython.longlong,
+    base_offset: cython.longlong,
+    qid: cython.int,
+    queue_id: object,
+    first_queue_offset: cython.longlong,
+    sys_flag: cython.int,
+    born_timestamp: cython.longlong,
+    born_host: bytes,
+    store_timestamp: cython.longlong,
+    store_host: bytes,
+    reconsume_times: cython.int,
+    topic_field: bytes,
+    records: BatchRecords,
+    index: BatchFacts,
+    topic: str,
+    offsets: list[int],
+    entries: Entries,
+) -> cython.int:
+    fixed: cython.longlong = (
+        72 + (20 if len(born_host) == 20 else 8) + (20 if len(store_host) == 20 else 8)
+        + len(topic_field) + 2
+    )  # fmt: skip
+    store_ts: object = store_timestamp
+    flags: object = sys_flag
+    i: cython.Py_ssize_t
+    for i in range(len(records)):
+        record: object = records[i]
+        facts: object = index[i]
+        if not (
+            isinstance(record, tuple) and len(record) == 4 and isinstance(record[2], bytes)
+            and isinstance(facts, tuple) and len(facts) == 4
+        ):  # fmt: skip
+            raise TypeError("batch records are (flag, body, props, crc), index (size, ...)")
+        r = cython.cast(tuple, record)
+        f = cython.cast(tuple, facts)
+        flag: cython.int = r[0]
+        crc: cython.int = r[3]
+        props: bytes = r[2]
+        # pos and i are never negative: the sums overflow only past INT64_MAX
+        if (base_offset > 0 and pos > INT64_MAX - base_offset) or (
+            first_queue_offset > 0 and i > INT64_MAX - first_queue_offset
+        ):
+            raise OverflowError("argument out of range")
+        phys: cython.longlong = base_offset + pos
+        qoff: cython.longlong = first_queue_offset + i
+        extent: cython.longlong
+        if cython.compiled:
+            body = cython.declare(cython.Py_buffer)
+            PyObject_GetBuffer(r[1], cython.address(body), PyBUF_SIMPLE)
+            try:
+                extent = fixed + body.len + len(props)
+                write_record(
+                    out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
+                    born_host, store_timestamp, store_host, reconsume_times, 0,
+                    cython.cast(cython.p_uchar, body.buf), body.len, topic_field, props, extent,
+                )  # fmt: skip
+            finally:
+                PyBuffer_Release(cython.address(body))
+        else:
+            with memoryview(r[1]).cast("B") as data:
+                extent = fixed + len(data) + len(props)
+                write_record(
+                    out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
+                    born_host, store_timestamp, store_host, reconsume_times, 0, data, len(data),
+                    topic_field, props, extent,
+                )  # fmt: skip
+        offsets.append(phys)
+        entries.append(
+            (topic, queue_id, phys, f[0], f[1], store_ts, qoff, f[2], f[3], flags, 0)  # type: ignore[arg-type]
+        )
+        pos += extent
+    return 0
+
+
+# -- consume queues ------------------------------------------------------------------
+
+
+@cython.cfunc
+@cython.inline
+def _tx_bits(flag: object) -> cython.long:
+    """``flag & 0xC`` as Python's ``&`` gives it for an int of any size."""
+    if cython.compiled and type(flag) is int:  # exactly int: no __and__ to honour
+        # the low bits of an int of any size (two's complement): no new object
+        return cython.cast(cython.long, PyLong_AsUnsignedLongLongMask(flag) & 0xC)
+    bits: cython.long = flag & 0xC  # type: ignore[operator]
+    return bits
+
+
+@cython.cfunc
+@cython.inline
+def _is_next_unit(logical: object, expect: cython.longlong) -> cython.bint:
+    """Whether ``logical * 20 == expect``, for a logical offset of any size.
+
+    Compared by division, so that a logical offset whose product is past
+    int64 is "no" rather than a wrapped equality.
+    """
+    if expect % CQ_UNIT != 0:
+        return False
+    try:
+        value: cython.longlong = logical  # type: ignore[assignment]
+    except OverflowError:
+        return False
+    return value == expect // CQ_UNIT
+
+
+def write_units(  # noqa: PLR0917  # the store's calling convention
+    view: object,
+    seg_start: cython.longlong,
+    wrote: cython.longlong,
+    seg_size: cython.longlong,
+    entries: Entries,
+    i: cython.longlong,
+    j: cython.longlong,
+    topic: str,
+    queue_id: object,
+) -> int:
+    """Write the units of ``entries[i:j]`` into one segment; return how many.
+
+    From ``entries[i]`` on (a negative ``i`` counts from the end, as list
+    indexing does), while an entry is of (``topic``, ``queue_id``), of a
+    queued transaction type (not PREPARED or ROLLBACK), its logical offset
+    is the segment's next unit (``seg_start + wrote``) and the segment has
+    room (``wrote < seg_size``). ``view`` is the segment's mapping.
+
+    Raises:
+        IndexError: ``i`` is before the start of ``entries``.
+        struct.error: a unit does not fit the view, or a size is past int32.
+    """
+    if cython.compiled:
+        out = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(view, cython.address(out), PyBUF_WRITABLE)
+        try:
+            return _write_units(
+                cython.cast(cython.p_uchar, out.buf), out.len, seg_start, wrote, seg_size,
+                entries, i, j, topic, queue_id,
+            )  # fmt: skip
+        finally:
+            PyBuffer_Release(cython.address(out))
+    with memoryview(view).cast("B") as mv:  # type: ignore[arg-type]
+        return _write_units(mv, len(mv), seg_start, wrote, seg_size, entries, i, j, topic,
+                            queue_id)  # fmt: skip
+
+
+@cython.cfunc
+def _write_units(  # noqa: PLR0917
+    out: cython.p_uchar,
+    out_len: cython.Py_ssize_t,
+    seg_start: cython.longlong,
+    wrote: cython.longlong,
+    seg_size: cython.longlong,
+    entries: Entries,
+    i: cython.longlong,
+    j: cython.longlong,
+    topic: str,
+    queue_id: object,
+) -> cython.Py_ssize_t:
+    count: cython.Py_ssize_t = 0
+    n: cython.Py_ssize_t
+    at: cython.longlong
+    size: cython.longlong
+    j = min(j, len(entries))
+    while i < j and wrote < seg_size:
+        n = len(entries)  # read afresh: a comparison below may run Python code
+        at = i + n if i < 0 else i
+        if at < 0 or at >= n:
+            raise IndexError("list index out of range")
+        entry: object = entries[at]
+        if not (isinstance(entry, tuple) and len(entry) == 11):
+            raise TypeError("a dispatch entry is an 11-tuple")
+        e = cython.cast(tuple, entry)
+        bits: cython.long = _tx_bits(e[9])
+        if bits in (0x4, 0xC):  # PREPARED and ROLLBACK never enter a queue
+            break
+        if not _is_next_unit(e[6], seg_start + wrote):
+            break
+        qid = e[1]
+        if qid is not queue_id and qid != queue_id:
+            break
+        if e[0] != topic:
+            break
+        size = e[3]
+        if size < INT32_MIN or size > INT32_MAX or wrote < 0 or wrote + CQ_UNIT > out_len:
+            raise struct.error("a unit does not fit")
+        w: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, wrote)
+        _put64(out, w, e[2])
+        _put32(out, w + 8, cython.cast(cython.int, size))
+        _put64(out, w + 12, e[4])
+        wrote += CQ_UNIT
+        count += 1
+        i += 1
+    return count
+
+
+# -- index files -----------------------------------------------------------------------
+
+
+@cython.cfunc
+def _key_hashes(topic: str, keys: str | None, uniq: str | None) -> Hashes:
+    """Index hashes of topic#UNIQ_KEY and topic#token for each distinct non-empty token of KEYS.
+
+    "topic#" is folded once, and only when there is a key to hash (a topic
+    that cannot be hashed fails only then).
+    """
+    hashes: Hashes = []
+    prefix: cython.longlong = -1
+    if uniq:
+        prefix = (31 * fold_str(topic, 0) + 0x23) & _MASK32
+        hashes.append(_abs_hash(fold_str(uniq, cython.cast(cython.uint, prefix))))
+    if keys:
+        seen: list[str] = [uniq] if uniq else []
+        token: str
+        for token in keys.split(" "):
+            if not token or token in seen:
+                continue
+            seen.append(token)
+            if prefix < 0:
+                prefix = (31 * fold_str(topic, 0) + 0x23) & _MASK32
+            hashes.append(_abs_hash(fold_str(token, cython.cast(cython.uint, prefix))))
+    return hashes
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _abs_hash(h: cython.uint) -> cython.int:
+    """abs(hashCode) with MIN_VALUE -> 0: RocketMQ's index key hash."""
+    if h & _SIGN32:
+        return 0 if h == _SIGN32 else cython.cast(cython.int, (~h + 1) & _MASK32)
+    return cython.cast(cython.int, h)
+
+
+def index_work(entries: Sequence[tuple[object, ...]]) -> list[tuple[object, object, Hashes]]:
+    """(offset, store time, key hashes) of the entries that have keys to index, in order.
+
+    ROLLBACK records and records without keys are left out.
+
+    Raises:
+        TypeError: an entry is not a dispatch entry (11-tuple, str or None keys).
+        UnicodeEncodeError: a topic or key to hash holds a lone surrogate.
+    """
+    work: list[tuple[object, object, Hashes]] = []
+    entry: object
+    for entry in entries:
+        if not (isinstance(entry, tuple) and len(entry) == 11):
+            raise TypeError("a dispatch entry is an 11-tuple")
+        e = cython.cast(tuple, entry)
+        keys = e[7]
+        uniq = e[8]
+        if not (keys is None or isinstance(keys, str)) or not (
+            uniq is None or isinstance(uniq, str)
+        ):
+            raise TypeError("keys and unique key must be str or None")
+        if not (keys or uniq) or _tx_bits(e[9]) == 0xC:  # nothing to index, or ROLLBACK
+            continue
+        topic = e[0]
+        if not isinstance(topic, str):
+            raise TypeError("the topic must be a str")
+        hashes = _key_hashes(topic, keys, uniq)
+        if hashes:
+            work.append((e[2], e[5], hashes))
+    return work
+
+
+def index_put(  # noqa: PLR0917  # the file's header fields, in and out
+    mm: object,
+    slot_num: cython.longlong,
+    index_num: cython.longlong,
+    begin_ts: cython.longlong,
+    end_ts: cython.longlong,
+    begin_phy: cython.longlong,
+    end_phy: cython.longlong,
+    slot_count: cython.longlong,
+    count: cython.longlong,
+    work: IndexWork,
+    rec: cython.longlong,
+    key: cython.longlong,
+) -> IndexState:
+    """Put records of ``work`` into one mapped index file until done or full.
+
+    From record ``rec``, key ``key``; a record at or below the file's end
+    offset was indexed already and is skipped (checked before its first key
+    only). Returns ``(rec, key, beginTimestamp, endTimestamp,
+    beginPhyOffset, endPhyOffset, hashSlotCount, indexCount)``, ``key`` 0
+    once all the work is in. Each put writes the entry, then the header,
+    then the slot, so that a torn put is unreachable.
+
+    Raises:
+        ValueError: the sizes or counts do not describe an index file in ``mm``.
+        struct.error, OverflowError: a hash is past int32, an offset past int64.
+    """
+    if not (0 < slot_num <= INT32_MAX and 0 < index_num <= INT32_MAX) or min(count, rec, key) < 0:
+        raise ValueError("bad index_put() arguments")
+    if cython.compiled:
+        out = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(mm, cython.address(out), PyBUF_WRITABLE)
+        try:
+            return _index_put(
+                cython.cast(cython.p_uchar, out.buf), out.len, slot_num, index_num, begin_ts,
+                end_ts, begin_phy, end_phy, slot_count, count, work, rec, key,
+            )  # fmt: skip
+        finally:
+            PyBuffer_Release(cython.address(out))
+    with memoryview(mm).cast("B") as view:  # type: ignore[arg-type]
+        return _index_put(view, len(view), slot_num, index_num, begin_ts, end_ts, begin_phy,
+                          end_phy, slot_count, count, work, rec, key)  # fmt: skip
+
+
+@cython.cfunc
+def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
+    base: cython.p_uchar,
+    length: cython.Py_ssize_t,
+    slot_num: cython.longlong,
+    index_num: cython.longlong,
+    begin_ts: cython.longlong,
+    end_ts: cython.longlong,
+    begin_phy: cython.longlong,
+    end_phy: cython.longlong,
+    slot_count: cython.longlong,
+    count: cython.longlong,
+    work: IndexWork,
+    rec: cython.longlong,
+    key: cython.longlong,
+) -> IndexState:
+    if not isinstance(work, list):
+        raise TypeError("index_put() takes the work as a list")
+    jobs = cython.cast(list, work)
+    entries_pos: cython.longlong = INDEX_HEADER + slot_num * INDEX_SLOT
+    if entries_pos + index_num * INDEX_ENTRY > length:
+        raise ValueError("the buffer is smaller than the index file")
+    phy: cython.longlong
+    ts: cython.longlong
+    h: cython.longlong
+    slot: cython.longlong
+    slot_pos: cython.Py_ssize_t
+    prev: cython.int
+    diff: cython.longlong
+    e: cython.Py_ssize_t
+    full: cython.bint = False
+    while not full:
+        if rec >= len(jobs):  # read afresh: converting a field may run Python code
+            key = 0
+            break
+        item: object = jobs[rec]
+        if not (isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], list)):
+            raise TypeError("index work items are (offset, time, hashes)")
+        t = cython.cast(tuple, item)
+        phy = t[0]
+        ts = t[1]
+        hashes = cython.cast(list, t[2])  # checked above
+        if key == 0 and (phy < end_phy or (phy == end_phy and count > 1) or not hashes):
+            rec += 1  # indexed already, or nothing to index
+            continue
+        while key < len(hashes):
+            if count >= index_num:
+                full = True
+                break
+            h = hashes[key]
+            if h < INT32_MIN or h > INT32_MAX:
+                raise struct.error("'i' format requires -2147483648 <= number <= 2147483647")
+            slot = h % slot_num
+            if slot < 0:  # C's remainder; Python's is never negative
+                slot += slot_num
+            slot_pos = cython.cast(cython.Py_ssize_t, INDEX_HEADER + slot * INDEX_SLOT)
+            prev = _get32(base, slot_pos)
+            if prev <= 0 or prev >= count:
+                prev = 0
+                slot_count += 1
+            if count == 1:
+                # RocketMQ computes entry 1's diff against the inherited begin and
+                # then moves begin; moving first stores the true time (diff 0).
+                begin_ts = ts
+                begin_phy = phy
+            diff = 0
+            if begin_ts > 0 and ts > begin_ts:  # ts - begin_ts cannot overflow then
+                diff = min((ts - begin_ts) // 1000, INT32_MAX)
+            e = cython.cast(cython.Py_ssize_t, entries_pos + count * INDEX_ENTRY)
+            _put32(base, e, cython.cast(cython.int, h))
+            _put64(base, e + 4, phy)
+            _put32(base, e + 12, cython.cast(cython.int, diff))
+            _put32(base, e + 16, prev)
+            count += 1
+            end_phy = phy
+            # the newest time rather than RocketMQ's last one: a clock stepping
+            # back must not shrink the range that queries compare against
+            if ts > end_ts:  # noqa: PLR1730
+                end_ts = ts
+            _store_barrier()  # entry, then header, then slot
+            _put64(base, 0, begin_ts)
+            _put64(base, 8, end_ts)
+            _put64(base, 16, begin_phy)
+            _put64(base, 24, phy)
+            _put32(base, 32, cython.cast(cython.int, slot_count))
+            _put32(base, 36, cython.cast(cython.int, count))
+            _store_barrier()
+            _put32(base, slot_pos, cython.cast(cython.int, count - 1))
+            key += 1
+        if not full:
+            rec += 1
+            key = 0
+    return rec, key, begin_ts, end_ts, begin_phy, end_phy, slot_count, count
+
+
+# -- writing a file ----------------------------------------------------------------------
+
+
+def pwrite_all(fd: cython.int, buf: object, length: cython.longlong,
+               offset: cython.longlong) -> None:  # fmt: skip
+    """Write ``buf[:length]`` to ``fd`` at ``offset``, all of it.
+
+    Writes of 64 KiB or more release the GIL for the system call; smaller
+    ones keep it (see ``PWRITE_KEEP_GIL``).
+
+    Raises:
+        ValueError: ``length`` or ``offset`` is out of range.
+        OSError: the system call failed (or wrote nothing: EIO).
+    """
+    if cython.compiled:
+        data = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(buf, cython.address(data), PyBUF_SIMPLE)
+        try:
+            _pwrite_all(fd, cython.cast(cython.p_uchar, data.buf), data.len, length, offset)
+        finally:
+            PyBuffer_Release(cython.address(data))
+    else:
+        with memoryview(buf).cast("B") as view:  # type: ignore[arg-type]
+            _pwrite_all(fd, view, len(view), length, offset)
+
+
+@cython.cfunc
+def _pwrite_all(fd: cython.int, p: cython.p_uchar, size: cython.Py_ssize_t,
+                length: cython.longlong, offset: cython.longlong) -> cython.int:  # fmt: skip
+    if length < 0 or length > size or offset < 0:
+        raise ValueError("length or offset out of range")
+    done: cython.longlong = 0
+    n: cython.longlong
+    while done < length:
+        n = _pwrite(fd, p, done, length - done, offset + done)
+        if n == 0:
+            raise OSError(5, os.strerror(5))  # EIO: nothing written, nothing will be
+        if n > 0:
+            done += n
+    return 0
+
+
+@cython.cfunc
+def _pwrite(fd: cython.int, p: cython.p_uchar, at: cython.longlong, n: cython.longlong,
+            offset: cython.longlong) -> cython.longlong:  # fmt: skip
+    """One pwrite of ``p[at:at + n]``: bytes written, or -1 to try again (EINTR)."""
+    if cython.compiled:
+        written: cython.longlong
+        if n < PWRITE_KEEP_GIL:
+            written = pwrite(fd, p + at, n, offset)
+        else:
+            with cython.nogil:
+                written = pwrite(fd, p + at, n, offset)
+        if written < 0:
+            err: cython.int = errno
+            if err == EINTR:
+                return -1
+            raise OSError(err, os.strerror(err))
+        return written
+    wrote: int = os.pwrite(fd, p[at : at + n], offset)  # retries EINTR itself
+    return wrote
