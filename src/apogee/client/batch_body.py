@@ -50,18 +50,18 @@ _I16 = struct.Struct(">h")
 @cython.exceptval(check=False)
 def _put_i32(p: cython.p_uchar, at: cython.Py_ssize_t, value: cython.int) -> cython.void:
     v: cython.uint = cython.cast(cython.uint, value)
-    p[at] = (v >> 24) & 0xFF  # type: ignore[index]  # a pointer compiled
-    p[at + 1] = (v >> 16) & 0xFF  # type: ignore[index]
-    p[at + 2] = (v >> 8) & 0xFF  # type: ignore[index]
-    p[at + 3] = v & 0xFF  # type: ignore[index]
+    p[at] = (v >> 24) & 0xFF
+    p[at + 1] = (v >> 16) & 0xFF
+    p[at + 2] = (v >> 8) & 0xFF
+    p[at + 3] = v & 0xFF
 
 
 @cython.cfunc
 @cython.inline
 @cython.exceptval(check=False)
 def _put_i16(p: cython.p_uchar, at: cython.Py_ssize_t, value: cython.int) -> cython.void:
-    p[at] = (value >> 8) & 0xFF  # type: ignore[index]
-    p[at + 1] = value & 0xFF  # type: ignore[index]
+    p[at] = (value >> 8) & 0xFF
+    p[at + 1] = value & 0xFF
 
 
 @cython.cfunc
@@ -74,7 +74,7 @@ def _put_bytes(
     # cost a slice object, index conversions and a buffer request
     j: cython.Py_ssize_t
     for j in range(n):
-        p[at + j] = src[j]  # type: ignore[index]
+        p[at + j] = src[j]
 
 
 @cython.cfunc
@@ -84,7 +84,7 @@ def _put_ascii(p: cython.p_uchar, at: cython.Py_ssize_t, text: str) -> cython.vo
     """Write ``text``, known to be ASCII, as bytes (without encoding it first)."""
     j: cython.Py_ssize_t
     for j in range(len(text)):
-        p[at + j] = ord(text[j])  # type: ignore[index]
+        p[at + j] = ord(text[j])
 
 
 def pack_batches(
@@ -183,7 +183,7 @@ def _write(  # noqa: PLR0917  # private, positional on purpose
     start: cython.Py_ssize_t,
     end: cython.Py_ssize_t,
 ) -> cython.int:
-    p: cython.p_uchar = buf  # type: ignore[assignment]  # its data, compiled
+    p: cython.p_uchar = buf  # its data, compiled
     uniq_field: bytes = _UNIQ_FIELD
     at: cython.Py_ssize_t = 0
     blen: cython.Py_ssize_t
@@ -216,7 +216,7 @@ def _write(  # noqa: PLR0917  # private, positional on purpose
             at += uniq_len
             _put_ascii(p, at, key)
             at += klen
-            p[at] = 2  # type: ignore[index]  # the property separator
+            p[at] = 2  # the property separator
             at += 1
         else:
             _put_bytes(p, at, encoded, plen)
