@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import orjson
 
 from apogee.admin.admin_client import AdminClient
-from apogee.codes import RequestCode, ResponseCode
-from apogee.errors import ProtocolError, error_for_code
+from apogee.codes import RequestCode
+from apogee.errors import ProtocolError
 from apogee.model.route import DataVersion
 from apogee.protocol.acl_headers import (
     CreateAccessConfigRequestHeader,
@@ -25,8 +25,6 @@ from apogee.protocol.acl_headers import (
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from apogee.protocol.bodies import data_version_from_json
-from apogee.protocol.command import RemotingCommand
-from apogee.protocol.headers import ExtHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +34,6 @@ class AclVersion:
     broker_addr: str
     version: DataVersion
     files: dict[str, DataVersion]
-
-
-async def _call(
-    admin: AdminClient, addr: str, code: int, header: ExtHeader | None
-) -> RemotingCommand:
-    request = RemotingCommand.request(code, header.to_ext() if header is not None else None)
-    response = await admin.remoting.invoke(addr, request)
-    if response.code != ResponseCode.SUCCESS:
-        raise error_for_code(response.code, f"{addr}: {response.remark}")
-    return response
 
 
 async def update_account(
@@ -58,7 +46,7 @@ async def update_account(
     """Create or update an account on the brokers; their addresses."""
     addrs = await admin.target_brokers(cluster, broker_addr)
     for addr in addrs:
-        await _call(admin, addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header)
+        await admin.call(addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header)
     return addrs
 
 
@@ -72,7 +60,7 @@ async def delete_account(
     addrs = await admin.target_brokers(cluster, broker_addr)
     header = DeleteAccessConfigRequestHeader(access_key)
     for addr in addrs:
-        await _call(admin, addr, RequestCode.DELETE_ACL_CONFIG, header)
+        await admin.call(addr, RequestCode.DELETE_ACL_CONFIG, header)
     return addrs
 
 
@@ -87,7 +75,7 @@ async def update_global_white(
     addrs = await admin.target_brokers(cluster, broker_addr)
     header = UpdateGlobalWhiteAddrsConfigRequestHeader(",".join(addresses), acl_file)
     for addr in addrs:
-        await _call(admin, addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header)
+        await admin.call(addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header)
     return addrs
 
 
@@ -104,7 +92,7 @@ async def acl_versions(
     """GET_BROKER_CLUSTER_ACL_INFO of each broker."""
     out = []
     for addr in await admin.target_brokers(cluster, broker_addr):
-        response = await _call(admin, addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, None)
+        response = await admin.call(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, None)
         h = GetBrokerAclConfigResponseHeader.from_ext(response.ext_fields)
         try:
             files = orjson.loads(h.all_acl_file_version or "{}")

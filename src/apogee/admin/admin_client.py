@@ -28,12 +28,14 @@ from typing import TypeVar
 
 from apogee.client.broker_api import BrokerApi
 from apogee.client.namesrv_api import NamesrvApi, parse_namesrv_addrs
+from apogee.codes import ResponseCode
 from apogee.errors import (
     ApogeeError,
     BrokerResponseError,
     ClientError,
     RemotingError,
     TopicNotExistError,
+    error_for_code,
 )
 from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
@@ -56,6 +58,8 @@ from apogee.model.topic import (
     is_system_topic,
     retry_topic,
 )
+from apogee.protocol.command import RemotingCommand
+from apogee.protocol.headers import ExtHeader
 from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
@@ -193,6 +197,22 @@ class AdminClient:
         )
         self.namesrv = NamesrvApi(self.remoting, addrs, timeout_s=timeout_s)
         self.broker = BrokerApi(self.remoting, timeout_s=timeout_s)
+
+    async def call(
+        self,
+        addr: str,
+        code: int,
+        header: ExtHeader | None = None,
+        body: bytes = b"",
+        *,
+        timeout_s: float | None = None,
+    ) -> RemotingCommand:
+        """One admin request to ``addr``; its answer, or the error its code names."""
+        request = RemotingCommand.request(code, header.to_ext() if header else None, body)
+        response = await self.remoting.invoke(addr, request, timeout_s or self.broker.timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, f"{addr}: {response.remark}")
+        return response
 
     async def close(self) -> None:
         if self._own_remoting:

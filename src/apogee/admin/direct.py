@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 from apogee.admin import operations as ops
 from apogee.admin.admin_client import AdminClient, host_port_addr
-from apogee.codes import LanguageCode, RequestCode, ResponseCode
-from apogee.errors import ApogeeError, BrokerResponseError, ClientError, error_for_code
+from apogee.codes import LanguageCode, RequestCode
+from apogee.errors import ApogeeError, BrokerResponseError, ClientError
 from apogee.model.message import MessageExt
 from apogee.protocol import headers as h
 from apogee.protocol import tolerant_json
-from apogee.protocol.command import RemotingCommand
 
 #: how long one consumer may take (the broker gives it 5 s; this leaves room for the trip)
 DIRECT_TIMEOUT_S = 8.0
@@ -68,11 +67,10 @@ async def consume_message_directly(
     header = h.ConsumeMessageDirectlyResultRequestHeader(
         group, client_id, msg.msg_id, topic=msg.topic
     )
-    request = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_ext())
     addr = host_port_addr(*msg.store_host)
-    response = await admin.remoting.invoke(addr, request, DIRECT_TIMEOUT_S)
-    if response.code != ResponseCode.SUCCESS:
-        raise error_for_code(response.code, response.remark)
+    response = await admin.call(
+        addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout_s=DIRECT_TIMEOUT_S
+    )
     doc = tolerant_json.loads(response.body_bytes() or b"{}")
     if not isinstance(doc, dict):
         raise ClientError(f"consumer {client_id} answered {doc!r}, not a consume result")

@@ -27,7 +27,6 @@ from apogee.errors import (
     BrokerResponseError,
     ClientError,
     TopicNotExistError,
-    error_for_code,
 )
 from apogee.model.client import MessageQueue
 from apogee.model.group import SubscriptionGroupConfig
@@ -45,7 +44,6 @@ from apogee.model.stats import ConsumerConnection, ConsumeStats
 from apogee.model.topic import DLQ_GROUP_TOPIC_PREFIX, dlq_topic, is_system_topic, retry_topic
 from apogee.protocol import admin_bodies, bodies, tolerant_json
 from apogee.protocol import headers as h
-from apogee.protocol.command import RemotingCommand
 from apogee.protocol.ops_bodies import (
     BrokerStatsData,
     decode_broker_stats_data,
@@ -60,22 +58,6 @@ Progress = Callable[[int, int], None]
 MAX_BROWSE = 2000
 #: properties a resent copy must not carry over (they steered its earlier trips)
 _NOT_RESENT = (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)
-
-
-async def _call(
-    admin: AdminClient,
-    addr: str,
-    code: int,
-    header: h.ExtHeader | None = None,
-    body: bytes = b"",
-    *,
-    timeout_s: float | None = None,
-) -> RemotingCommand:
-    request = RemotingCommand.request(code, header.to_ext() if header else None, body)
-    response = await admin.remoting.invoke(addr, request, timeout_s or admin.broker.timeout_s)
-    if response.code != ResponseCode.SUCCESS:
-        raise error_for_code(response.code, response.remark)
-    return response
 
 
 def _one_addr(route: TopicRouteData) -> list[str]:
@@ -150,8 +132,8 @@ async def producer_connection(admin: AdminClient, group: str, topic: str) -> lis
     found: dict[str, ProducerInfo] = {}
     for addr in _one_addr(await admin.namesrv.get_route(topic)):
         try:
-            response = await _call(
-                admin, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+            response = await admin.call(
+                addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
                 h.GetProducerConnectionListRequestHeader(group),
             )  # fmt: skip
         except BrokerResponseError:
@@ -171,7 +153,7 @@ async def all_producers(admin: AdminClient) -> dict[str, list[ProducerInfo]]:
                     if (addr := b.master_addr()) is not None})  # fmt: skip
     out: dict[str, dict[str, ProducerInfo]] = {}
     for addr in addrs:
-        response = await _call(admin, addr, RequestCode.GET_ALL_PRODUCER_INFO)
+        response = await admin.call(addr, RequestCode.GET_ALL_PRODUCER_INFO)
         for group, producers in decode_producer_table(response.body_bytes()).items():
             for p in producers:
                 out.setdefault(group, {}).setdefault(p.client_id, p)
@@ -184,7 +166,7 @@ async def consumer_running_info(admin: AdminClient, group: str, client_id: str) 
     last: ApogeeError | None = None
     for addr in await _group_brokers(admin, group):
         try:
-            response = await _call(admin, addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
+            response = await admin.call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
         except BrokerResponseError as exc:
             last = exc
             continue
@@ -219,7 +201,7 @@ async def reset_offset_by_time(
         if progress is not None:
             progress(done, len(addrs))
         try:
-            response = await _call(admin, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+            response = await admin.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         except BrokerResponseError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise
@@ -436,8 +418,7 @@ class TopicGroupStats:
 
 async def _stats_data(admin: AdminClient, addr: str, name: str, key: str) -> BrokerStatsData | None:
     try:
-        response = await _call(
-            admin,
+        response = await admin.call(
             addr,
             RequestCode.VIEW_BROKER_STATS_DATA,
             h.ViewBrokerStatsDataRequestHeader(name, key),
@@ -450,8 +431,7 @@ async def _stats_data(admin: AdminClient, addr: str, name: str, key: str) -> Bro
 async def consumed_by(admin: AdminClient, topic: str, route: TopicRouteData) -> list[str]:
     groups: set[str] = set()
     for addr in _one_addr(route):
-        response = await _call(
-            admin,
+        response = await admin.call(
             addr,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
             h.QueryTopicConsumeByWhoRequestHeader(topic),
@@ -544,7 +524,7 @@ async def all_groups(admin: AdminClient) -> list[str]:
     names: set[str] = set()
     for addr in await master_addrs(admin):
         names.update(await _group_table(admin, addr))
-        response = await _call(admin, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        response = await admin.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         table = tolerant_json.loads(response.body_bytes() or b"{}")
         offsets = table.get("offsetTable", {}) if isinstance(table, dict) else {}
         names.update(key.partition("@")[2] for key in offsets if "@" in key)
@@ -554,7 +534,7 @@ async def all_groups(admin: AdminClient) -> list[str]:
 
 
 async def _group_table(admin: AdminClient, addr: str) -> dict[str, SubscriptionGroupConfig]:
-    response = await _call(admin, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    response = await admin.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     return bodies.decode_subscription_group_wrapper(response.body_bytes()).subscription_group_table
 
 
