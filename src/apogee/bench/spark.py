@@ -164,9 +164,11 @@ def _run(
     from apogee.spark._io import Cluster  # noqa: PLC0415
 
     tag = f"bench{int(time.time())}"
-    source, out_alo, out_eo, out_stream = (f"{tag}{s}" for s in ("in", "alo", "eo", "st"))
+    source, out_alo, out_eo, out_cold, out_warm = (
+        f"{tag}{s}" for s in ("in", "alo", "eo", "st", "st2")
+    )
     io_cluster = Cluster.of(ns)
-    for topic in (source, out_alo, out_eo, out_stream):
+    for topic in (source, out_alo, out_eo, out_cold, out_warm):
         io_cluster.ensure_topic(topic, 4)
     _phase(bar, 0)
     preload = _timed(lambda: _preload(io_cluster, source, count, size))
@@ -219,14 +221,18 @@ def _run(
             figures[f"  broker CPU s ({name})"] = _busy(broker_pid, busy)
 
         _phase(bar, 5)
-        busy = cpu_seconds(broker_pid)
-        stages: dict[str, int] = {}
-        figures["stream e2e rows/s (source -> upper -> exactly-once sink)"] = _rate(
-            count, lambda: _stream(spark, ns, source, out_stream, root, stages)
-        )
-        figures["  broker CPU s (stream)"] = _busy(broker_pid, busy)
-        for stage, ms in sorted(stages.items(), key=lambda kv: -kv[1]):
-            figures[f"  stream {stage} ms"] = ms
+        # twice: the first query pays for the streaming workers' start-up, the second
+        # (same rows, its own checkpoint and result topic) shows the steady rate
+        for run, out in (("first query", out_cold), ("second query", out_warm)):
+            busy = cpu_seconds(broker_pid)
+            stages: dict[str, int] = {}
+            figures[f"stream e2e rows/s ({run}: source -> upper -> exactly-once sink)"] = _rate(
+                count,
+                lambda o=out, st=stages: _stream(spark, ns, source, o, root, st),  # type: ignore[misc]
+            )
+            figures[f"  broker CPU s (stream, {run})"] = _busy(broker_pid, busy)
+            for stage, ms in sorted(stages.items(), key=lambda kv: -kv[1]):
+                figures[f"  stream {stage} ms ({run})"] = ms
     finally:
         spark.stop()
     bar.update(len(PHASES))
@@ -335,7 +341,7 @@ def _stream(  # noqa: PLR0917  # the pieces of one run
         .option("namesrv", ns)
         .option("topic", result)
         .option("exactlyOnce", "true")
-        .option("checkpointLocation", str(root / "stream-checkpoint"))
+        .option("checkpointLocation", str(root / f"checkpoint-{result}"))
         .trigger(availableNow=True)
         .start()
     )

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -75,9 +74,33 @@ SOURCE_SCHEMA = StructType(
         StructField("reconsumeTimes", IntegerType(), False),
     ]
 )
-ARROW_SCHEMA: pa.Schema = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
+# SOURCE_SCHEMA in Arrow's terms, written out: PySpark's converter imports pandas, ~0.3 s
+# in every Python worker that loads the connector (a test holds the two equal).
+_UTC_US = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA: pa.Schema = pa.schema(
+    [
+        pa.field("topic", pa.string(), False),
+        pa.field("brokerName", pa.string(), False),
+        pa.field("queueId", pa.int32(), False),
+        pa.field("queueOffset", pa.int64(), False),
+        pa.field("msgId", pa.string(), False),
+        pa.field("tags", pa.string(), True),
+        pa.field("keys", pa.string(), True),
+        pa.field("body", pa.binary(), False),
+        pa.field(
+            "properties",
+            pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), True)),
+            False,
+        ),
+        pa.field("bornTimestamp", _UTC_US, False),
+        pa.field("storeTimestamp", _UTC_US, False),
+        pa.field("reconsumeTimes", pa.int32(), False),
+    ]
+)
 
-_STRING_EMPTY = pa.array([], pa.string())
+# empty arrays by nulls(0): pa.array() imports pandas on first use, a cost every worker
+# that only writes would pay
+_STRING_EMPTY = pa.nulls(0, pa.string())
 # byte -> its two upper-case hex digits, for offset message ids
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _TAKEN_OUT = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -131,7 +154,7 @@ class ColumnBuilder:
         """The rows added since the last flush, as one RecordBatch of ``ARROW_SCHEMA``."""
         chunks, n = self._chunks, self._rows
         self._chunks, self._rows = [], 0
-        utc = pa.timestamp("us", tz="UTC")
+        utc = _UTC_US
 
         def ints(name: str) -> np.ndarray:
             parts = [getattr(c, name) for c in chunks]
@@ -139,7 +162,7 @@ class ColumnBuilder:
 
         def joined(name: str, kind: pa.DataType) -> pa.Array:
             parts = [getattr(c, name) for c in chunks]
-            return pa.concat_arrays(parts) if parts else pa.array([], kind)
+            return pa.concat_arrays(parts) if parts else pa.nulls(0, kind)
 
         props, picked = _properties(joined("props", pa.binary()))
         tags, keys, uniq = picked
@@ -150,7 +173,7 @@ class ColumnBuilder:
         columns: list[Any] = [
             pa.repeat(self.topic, n).cast(pa.string()) if n else _STRING_EMPTY,
             pa.repeat(self.broker_name, n).cast(pa.string()) if n else _STRING_EMPTY,
-            pa.repeat(self.queue_id, n).cast(pa.int32()) if n else pa.array([], pa.int32()),
+            pa.repeat(self.queue_id, n).cast(pa.int32()) if n else pa.nulls(0, pa.int32()),
             pa.array(ints("offsets"), pa.int64()),
             uniq,
             tags,
@@ -233,7 +256,7 @@ def _slices(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     one array over ``body`` itself, and the values are taken out of it."""
     n = len(starts)
     if not n:
-        return pa.array([], pa.binary())
+        return pa.nulls(0, pa.binary())
     bounds = np.empty(2 * n, np.int64)
     bounds[0::2] = starts
     bounds[1::2] = starts + lengths

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -177,3 +179,19 @@ def test_columns_match_the_reference_decoder_on_random_records(seed: int) -> Non
         for name in ("topic", "brokerName", "queueId"):
             assert row.pop(name) == {"topic": "t", "brokerName": "broker-a", "queueId": 1}[name]
     assert got == expected
+
+
+def test_the_arrow_schema_is_pysparks_conversion_of_the_source_schema() -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # imports pandas
+
+    from apogee.spark.records import SOURCE_SCHEMA  # noqa: PLC0415
+
+    assert ARROW_SCHEMA.equals(to_arrow_schema(SOURCE_SCHEMA, timezone="UTC"), check_metadata=True)
+
+
+def test_loading_the_connector_leaves_pandas_out() -> None:
+    # every Spark Python worker that touches the source or sink imports the connector;
+    # pandas would add ~0.3 s to each, and writers never need it
+    code = "import sys, apogee.spark.datasource; print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
