@@ -9,6 +9,11 @@ afterwards. Not a test: it prints a table, it asserts nothing.
     .venv/bin/python benchmarks/attacks.py                 # every attack
     .venv/bin/python benchmarks/attacks.py --only parked --parked-connections 50
     .venv/bin/python benchmarks/attacks.py --no-tmpfs      # without mounting tmpfs (needs root)
+    .venv/bin/python benchmarks/attacks.py --only parked --probe /tmp/broker-probe.json
+
+With ``--probe FILE`` the broker runs ``loop_probe`` (its cycle collections) and the
+parked-pull attack prints each phase's collections: how many of each generation, the
+longest (wall and CPU time), the number over 10 ms.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import os
 import struct
 import subprocess
 import tempfile
@@ -79,10 +86,10 @@ class Probe:
             i += 1
             await asyncio.sleep(self.interval_s)
 
-    def since(self, moment: float) -> str:
-        """p50/p99/max of the sends begun at or after ``moment`` (perf_counter)."""
+    def since(self, moment: float, until: float = float("inf")) -> str:
+        """p50/p99/max of the sends begun in [``moment``, ``until``) (perf_counter)."""
         lat = sorted(ms for t, ms in zip(self.started, self.latencies_ms, strict=True)
-                     if t >= moment)  # fmt: skip
+                     if moment <= t < until)  # fmt: skip
         if not lat:
             return "no sends"
         p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))]
@@ -91,6 +98,10 @@ class Probe:
 
 #: the probe of the attack running now, for attacks that report a phase of their own
 current_probe: Probe | None = None
+#: the broker's loop_probe file (``--probe``), read back after the broker stopped
+probe_file: Path | None = None
+#: the phases of the parked-pull attack: (name, start, end), CLOCK_MONOTONIC ns
+phases: list[tuple[str, int, int]] = []
 
 
 @dataclass
@@ -327,6 +338,7 @@ async def parked(addr: str, connections: int = 200, per_connection: int = 1000) 
     pull = pull_frame("Park", 0, 1, 0)
     marker = per_connection  # a pull without SUSPEND: answered at once, after the others
     began = time.perf_counter()
+    began_ns = time.monotonic_ns()
     peers = []
     for _ in range(connections):
         reader, writer = await asyncio.open_connection(*host_port(addr))
@@ -337,13 +349,17 @@ async def parked(addr: str, connections: int = 200, per_connection: int = 1000) 
         busy += sum(a.code == ResponseCode.SYSTEM_BUSY for a in await answers_until(reader, marker))
     took = time.perf_counter() - began
     closing = time.perf_counter()
+    closing_ns = time.monotonic_ns()
     for _, writer in peers:
         writer.close()
     await asyncio.sleep(2.0)  # the broker drops them; the probe goes on meanwhile
+    phases[:] = [("parking", began_ns, closing_ns), ("closing", closing_ns, time.monotonic_ns())]
     total = connections * per_connection
-    after = current_probe.since(closing) if current_probe is not None else "?"
+    probe = current_probe
+    parking = probe.since(began, closing) if probe is not None else "?"
+    after = probe.since(closing) if probe is not None else "?"
     return (f"{total - busy} of {total} parked in {took:.1f}s ({busy} busy), then all closed;"
-            f" probe from the closes on: {after}")  # fmt: skip
+            f" probe while parking: {parking}; from the closes on: {after}")  # fmt: skip
 
 
 async def fill_disk(addr: str, seconds_after: float = 2.0) -> str:
@@ -397,7 +413,42 @@ async def prepare(addr: str) -> None:
                        producer_group="probe")  # fmt: skip
 
 
+def use_probe(path: Path) -> None:
+    """Make the brokers started from now on run ``loop_probe`` into ``path``."""
+    global probe_file  # noqa: PLW0603  # set once, from the command line
+    probe_file = path
+    here = Path(__file__).resolve().parent
+    os.environ["APOGEE_LOOP_PROBE"] = str(path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(here / "probe_site"), str(here), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+
+
+def collections_text() -> str:
+    """The broker's cycle collections in each phase of the parked-pull attack."""
+    if probe_file is None or not phases or not probe_file.exists():
+        return ""
+    collections = json.loads(probe_file.read_text())["gc"]
+    lines = ["broker cycle collections (generation: count, longest wall / CPU ms, over 10 ms):"]
+    for name, start, end in phases:
+        cells = []
+        for gen in (0, 1, 2):
+            mine = [(wall, cpu) for t, wall, g, _, cpu in collections
+                    if g == gen and start <= t < end]  # fmt: skip
+            if mine:
+                wall = max(w for w, _ in mine) / 1e6
+                cpu = max(c for _, c in mine) / 1e6
+                over = sum(w > 10e6 for w, _ in mine)
+                cells.append(f"gen{gen}: {len(mine)}, {wall:.1f} / {cpu:.1f}, {over}")
+            else:
+                cells.append(f"gen{gen}: 0")
+        lines.append(f"  {name}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.probe:
+        use_probe(Path(args.probe).resolve())
     attacks: dict[str, Callable[[str], Awaitable[str]]] = {
         "header ranges": header_ranges,
         "100k tags": many_tags,
@@ -414,6 +465,7 @@ async def main(args: argparse.Namespace) -> None:
                 continue
             print(f"running: {name}", flush=True)
             rows.append(await measure(name, broker, attack))
+    collected = collections_text()  # the broker wrote its probe as it stopped
     if not args.no_tmpfs and (not args.only or "tmpfs" in args.only):
         for mode in ("SYNC_FLUSH", "ASYNC_FLUSH"):
             print(f"running: full tmpfs {mode}", flush=True)
@@ -424,6 +476,8 @@ async def main(args: argparse.Namespace) -> None:
                 await prepare(broker.address)
                 rows.append(await measure(f"full tmpfs {mode}", broker, fill_disk))
     print_table(rows)
+    if collected:
+        print(f"\n{collected}")
 
 
 def print_table(rows: list[Row]) -> None:
@@ -445,6 +499,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--parked-connections", type=int, default=200,
                    help="connections of 1000 parked pulls each (200: 200k)")  # fmt: skip
     p.add_argument("--no-tmpfs", action="store_true", help="skip the full-disk runs")
+    p.add_argument("--probe", metavar="FILE",
+                   help="run loop_probe in the broker, its report in FILE (see above)")  # fmt: skip
     return p.parse_args()
 
 

@@ -73,6 +73,11 @@ class SubscriptionData:
     def is_all(self) -> bool:
         return not self.tags_set
 
+    @property
+    def code_lookup(self) -> frozenset[int]:
+        """``code_set`` for look-ups; one object per subscription, not one per pull."""
+        return self._codes
+
     def matches_code(self, tags_code: int) -> bool:
         """Broker-side filter on the consume-queue tag hash."""
         return self.is_all or tags_code in self._codes

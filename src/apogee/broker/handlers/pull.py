@@ -185,7 +185,7 @@ class PullHandler:
         if allow_suspend:
             self._commit_offset(header)
         tag_coded = sql is None and not (sub.is_all or sub.class_filter_mode)
-        codes = frozenset(sub.code_set) if tag_coded else None
+        codes = sub.code_lookup if tag_coded else None
         result = self._read(header, header.queue_offset, codes)
         if result.messages:
             test = self._record_test(header, sub, sql, tag_coded)
