@@ -99,11 +99,14 @@ _PEER: Final = 0
 _TICK: Final = 1
 _REQUEST: Final = 2
 _HEADER: Final = 9
-_TOPIC: Final = 10  # the header's topic and queue id
+_TOPIC: Final = 10  # the header's topic and queue id (checked below)
 _QUEUE: Final = 11
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(PullMessageRequestHeader))
+if _FIELD_NAMES[_TOPIC - _HEADER : _QUEUE - _HEADER + 1] != ("topic", "queue_id"):
+    raise ImportError("PullMessageRequestHeader's fields moved: update _TOPIC and _QUEUE")
 
 _header_fields: Callable[[PullMessageRequestHeader], HeaderFields] = operator.attrgetter(
-    *(f.name for f in dataclasses.fields(PullMessageRequestHeader))
+    *_FIELD_NAMES
 )
 
 
