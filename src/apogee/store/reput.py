@@ -129,6 +129,10 @@ class Reput:
                 if self.reput_from + handoff[0][3] > limit:
                     break  # not in the file yet
                 continue
+            if cursor >= limit:
+                # Caught up with the files: the usual end of a step after
+                # puts, where looking into the log would find nothing.
+                break
             parsed = self._parse_records(limit, max_records - done)
             if not parsed:
                 break
