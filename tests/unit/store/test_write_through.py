@@ -48,6 +48,33 @@ def test_write_through_files_equal_mapped_writes(tmp_path: Path) -> None:
     through.close()
 
 
+def test_async_singles_through_the_mapping_and_batches_by_pwrite_interleave(
+    tmp_path: Path,
+) -> None:
+    # ASYNC_FLUSH writes a single record into the mapping and a batch with pwrite: runs of
+    # both, across rolls and blank records, give the files a SYNC_FLUSH log writes
+    logs = [
+        open_log(tmp_path / "async", FlushDiskType.ASYNC_FLUSH),
+        open_log(tmp_path / "sync", SYNC),
+    ]
+    for log in logs:
+        for i in range(30):
+            body = bytes([i]) * (40 + i * 11)
+            assert log.append(message(queue_id=i % 2, body=body)).status.is_stored
+            items = [BatchItem(0, b"%d-%d" % (i, j) * (i + 1), "") for j in range(i % 4 + 1)]
+            assert log.append_batch(StoreBatch("TopicTest", 1, items, "")).status.is_stored
+    mapped, through = logs
+    assert mapped.readable_end == mapped.max_offset == through.max_offset
+    assert len(mapped.queue.segments) > 3
+    assert file_bytes(mapped) == file_bytes(through)
+    # and readers of the mapping see the batches' bytes
+    for seg in mapped.queue.segments:
+        view = mapped.read(seg.start, seg.wrote)
+        assert view is not None and bytes(view) == seg.path.read_bytes()[: seg.wrote]
+    for log in logs:
+        log.close()
+
+
 def test_deferred_bytes_are_invisible_until_commit(tmp_path: Path) -> None:
     log = open_log(tmp_path, SYNC)
     committed: list[int] = []
