@@ -15,7 +15,9 @@ Invariants:
   RemotingTimeoutError and the timer is armed for the next deadline. A
   deadline fires no earlier than a per-request timer would (the loop's timers
   may run up to ``TIMER_SLACK_S`` early) and, like one, as late as the loop
-  gets to it.
+  gets to it; with thousands of requests waiting, sweeps are spaced by
+  ``SWEEP_GAP_PER_REQUEST_S`` per request (10,000 waiting: 10 ms at most late),
+  so that their cost stays a small share of the loop.
 * When the connection closes, every pending request fails with
   RemotingClosedError and close listeners run once.
 * At most ``COMMANDS_PER_TURN`` commands of one read are handled in one loop
@@ -68,6 +70,10 @@ COMMANDS_PER_ITERATION = 256
 #: A deadline this close is taken as reached: the loop's timers may fire this early
 #: (uvloop counts in whole milliseconds), and re-arming for the rest would spin.
 TIMER_SLACK_S = 0.001
+#: Sweeps come at most every (requests waiting x this) seconds: a sweep reads every
+#: waiting request, and thousands with deadlines spread out (a broker gone silent
+#: under a pipelining producer) would otherwise be read again at each of them.
+SWEEP_GAP_PER_REQUEST_S = 1e-6
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
@@ -441,7 +447,7 @@ class Connection(asyncio.Protocol):
                     )
                 )
         if following < _INF:
-            self._arm(following)
+            self._arm(max(following, now + len(pending) * SWEEP_GAP_PER_REQUEST_S))
 
     def _drain_waiter(self) -> asyncio.Future[None]:
         """A future resolved when the transport buffer drains or the connection closes."""

@@ -18,7 +18,7 @@ from apogee.errors import RemotingClosedError, RemotingTimeoutError
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.framing import FrameDecoder, encode_bytes
 from apogee.remoting import RemotingClient
-from apogee.remoting.connection import TIMER_SLACK_S
+from apogee.remoting.connection import SWEEP_GAP_PER_REQUEST_S, TIMER_SLACK_S
 
 CODE = 1234
 #: how early a deadline may fire: the connection's slack plus the loop's clock
@@ -121,6 +121,29 @@ async def test_many_requests_with_different_timeouts_each_fail_at_their_own(
         for fut in answered:
             assert (await fut).code == 0
         assert p.received == 30
+        assert "pending=0" in repr(conn)
+
+
+async def test_thousands_never_answered_with_spread_deadlines_none_early(
+    peer: tuple[Peer, str],
+) -> None:
+    """A pipelining sender whose peer went silent: every deadline kept, in order."""
+    p, address = peer
+    n = 3000
+    timeouts = [0.3 + 0.6 * i / n for i in range(n)]
+    random.Random(3).shuffle(timeouts)
+    async with RemotingClient() as client:
+        conn = await client.connection(address)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        futs = [conn.request(request(False), t) for t in timeouts]
+        ends = await asyncio.gather(*(timed(f) for f in futs))
+        # sweeps may be spaced by 1 µs per waiting request: 3 ms here
+        late = LATE_S + n * SWEEP_GAP_PER_REQUEST_S
+        for t, (end, exc) in zip(timeouts, ends, strict=True):
+            assert isinstance(exc, RemotingTimeoutError)
+            assert t - EARLY_S <= end - start < t + late, (t, end - start)
+        assert p.received == n
         assert "pending=0" in repr(conn)
 
 
