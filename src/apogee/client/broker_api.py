@@ -79,6 +79,8 @@ _PULL_STATUS: dict[int, PullStatus] = {
 _UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 log = logging.getLogger(__name__)
 _JSON = SerializeType.JSON
+_SEND_V2 = RequestCode.SEND_MESSAGE_V2
+_SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 
 
 def inflate(msg: MessageExt) -> MessageExt:
@@ -136,6 +138,34 @@ def _ensure_uniq_key(msg: Message, now: int) -> str:
     if not key:
         key = msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = new_uniq_key(now)
     return key
+
+
+def send_request(ext: dict[str, str], body: bytes | bytearray, batch: bool) -> RemotingCommand:
+    """The SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) request of a prepared header and body."""
+    code = _SEND_BATCH if batch else _SEND_V2
+    return new_command(code, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, body, _JSON)
+
+
+def send_result(response: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
+    """The result of a send to ``mq`` from the broker's answer; raises for a failure code."""
+    status = _SEND_STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark)
+    answer = response.ext_fields
+    try:
+        queue_id = int(answer["queueId"])
+        return SendResult(
+            status,
+            mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id),
+            int(answer["queueOffset"]),
+            answer["msgId"],
+            msg_id,
+            answer.get("transactionId"),
+            answer.get("MSG_REGION"),
+        )
+    except (KeyError, ValueError):
+        h.SendMessageResponseHeader.from_ext(answer)  # raises, naming the field
+        raise
 
 
 class BrokerApi:
@@ -296,31 +326,12 @@ class BrokerApi:
         The producer's path: ``ext`` is ``SendMessageRequestHeader.to_ext_v2()``
         for ``mq`` (queue id included); ``msg_id`` becomes the result's msg_id.
         """
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = new_command(code, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, body, _JSON)
         conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        response = await conn.invoke(
-            request, timeout_s or self.timeout_s or self.remoting.config.request_timeout_s
+        response = await conn.request(
+            send_request(ext, body, batch),
+            timeout_s or self.timeout_s or self.remoting.config.request_timeout_s,
         )
-        status = _SEND_STATUS.get(response.code)
-        if status is None:
-            raise error_for_code(response.code, response.remark)
-        answer = response.ext_fields
-        try:
-            queue_id = int(answer["queueId"])
-            result = SendResult(
-                status,
-                mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id),
-                int(answer["queueOffset"]),
-                answer["msgId"],
-                msg_id,
-                answer.get("transactionId"),
-                answer.get("MSG_REGION"),
-            )
-        except (KeyError, ValueError):
-            h.SendMessageResponseHeader.from_ext(answer)  # raises, naming the field
-            raise
-        return result
+        return send_result(response, mq, msg_id)
 
     async def send_v2_oneway(
         self, addr: str, ext: dict[str, str], body: bytes, *, batch: bool = False
@@ -447,7 +458,7 @@ class BrokerApi:
             RequestCode.PULL_MESSAGE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON
         )
         conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        response = await conn.invoke(request, timeout_s)
+        response = await conn.request(request, timeout_s)
         status = _PULL_STATUS.get(response.code)
         if status is None:
             raise error_for_code(response.code, response.remark)

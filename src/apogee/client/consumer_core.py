@@ -96,6 +96,10 @@ class ConsumerCore:
         """Take what a pull found: put it into ``fetcher.pq`` (or consume it at once)."""
         raise NotImplementedError
 
+    def _new_process_queue(self) -> PQ:
+        """The ProcessQueue of a queue taken on (a LitePullConsumer's counts per batch)."""
+        return ProcessQueue()
+
     async def _queue_adding(self, mq: MessageQueue, pq: PQ) -> bool:
         """May ``mq`` be taken now, into ``pq``? (An orderly consumer locks it first.)"""
         return True
@@ -344,7 +348,7 @@ class ConsumerCore:
         for mq in sorted(added):
             if self._closing:
                 return
-            pq: PQ = ProcessQueue()
+            pq = self._new_process_queue()
             try:
                 if not await self._queue_adding(mq, pq):
                     continue
@@ -381,7 +385,7 @@ class ConsumerCore:
 
     def _add_queue(self, mq: MessageQueue, offset: int, *, pq: PQ | None = None) -> Fetcher:
         instance = self.instance
-        pq = pq or ProcessQueue()
+        pq = pq or self._new_process_queue()
         fetcher = Fetcher(
             instance.broker_api,
             instance.routes,
@@ -426,7 +430,7 @@ class ConsumerCore:
         old = self.fetchers.pop(mq, None)
         if old is not None:
             old.pq.dropped = True
-        fresh: PQ = ProcessQueue()
+        fresh = self._new_process_queue()
         if old is not None:
             fresh.locked, fresh.last_lock_ms = old.pq.locked, old.pq.last_lock_ms
         return self._add_queue(mq, offset, pq=fresh)

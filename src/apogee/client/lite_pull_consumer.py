@@ -47,6 +47,7 @@ from apogee.client.consumer_config import consume_from as parse_consume_from
 from apogee.client.consumer_config import message_model as parse_message_model
 from apogee.client.consumer_core import PQ, ConsumerCore
 from apogee.client.fetcher import Fetcher
+from apogee.client.fifo_queue import FifoProcessQueue
 from apogee.client.instance import DEFAULT_INSTANCE_NAME, InstanceConfig
 from apogee.client.offset_store import ReadOffsetType
 from apogee.client.subscriptions import build_subscription
@@ -242,6 +243,10 @@ class LitePullConsumer(ConsumerCore):
             buffer.appendleft(batch)
             self._buffered += len(batch[1])
         return out
+
+    def _new_process_queue(self) -> PQ:
+        # poll hands out whole batches front to back: bookkeeping per batch
+        return FifoProcessQueue()
 
     def _deliver(self, fetcher: Fetcher, msgs: list[ReceivedMessage], max_offset: int) -> None:
         fetcher.pq.put(msgs, max_offset=max_offset)

@@ -125,7 +125,7 @@ class RemotingClient:
     ) -> RemotingCommand:
         """Send ``request`` to ``addr`` and return its response command."""
         conn = await self.connection(addr)
-        return await conn.invoke(request, timeout_s or self.config.request_timeout_s)
+        return await conn.request(request, timeout_s or self.config.request_timeout_s)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self.connection(addr)

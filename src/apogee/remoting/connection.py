@@ -9,6 +9,15 @@ Invariants:
 * Opaques are allocated here, per connection, masked to a non-negative int32;
   responses may arrive in any order; one whose opaque is unknown (its request
   timed out) is logged and dropped.
+* Request timeouts share one loop timer per connection, armed for the
+  earliest deadline of the requests waiting: a request costs no timer of its
+  own. When it fires, every request past its deadline fails with
+  RemotingTimeoutError and the timer is armed for the next deadline. A
+  deadline fires no earlier than a per-request timer would (the loop's timers
+  may run up to ``TIMER_SLACK_S`` early) and, like one, as late as the loop
+  gets to it; with thousands of requests waiting, sweeps are spaced by
+  ``SWEEP_GAP_PER_REQUEST_S`` per request (10,000 waiting: 10 ms at most late),
+  so that their cost stays a small share of the loop.
 * When the connection closes, every pending request fails with
   RemotingClosedError and close listeners run once.
 * At most ``COMMANDS_PER_TURN`` commands of one read are handled in one loop
@@ -39,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import cast
@@ -57,8 +67,19 @@ COMMANDS_PER_TURN = 32
 #: Commands of later turns handled per loop iteration across the connections of a TurnShare.
 COMMANDS_PER_ITERATION = 256
 
+#: A deadline this close is taken as reached: the loop's timers may fire this early
+#: (uvloop counts in whole milliseconds), and re-arming for the rest would spin.
+TIMER_SLACK_S = 0.001
+#: Sweeps come at most every (requests waiting x this) seconds: a sweep reads every
+#: waiting request, and thousands with deadlines spread out (a broker gone silent
+#: under a pipelining producer) would otherwise be read again at each of them.
+SWEEP_GAP_PER_REQUEST_S = 1e-6
+
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
+#: a request waiting for its answer: (future, deadline in loop time, request code, timeout)
+_Waiting = tuple["asyncio.Future[RemotingCommand]", float, int, float]
+_INF = math.inf
 
 
 class Connection(asyncio.Protocol):
@@ -89,7 +110,9 @@ class Connection(asyncio.Protocol):
         self._sign = sign
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending: dict[int, _Waiting] = {}
+        self._timer: asyncio.TimerHandle | None = None  # fires at _timer_at
+        self._timer_at = _INF
         self._ids = itertools.count()
         self._write_paused = False
         self._batch: list[Buffer] | None = None
@@ -236,12 +259,16 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = _INF
         if self._budget is not None and self._held:
             self._budget.held -= self._held
             self._held = 0
         pending, self._pending = self._pending, {}
         error = RemotingClosedError(f"connection with {self.peer} closed")
-        for fut in pending.values():
+        for fut, *_ in pending.values():
             if not fut.done():
                 fut.set_exception(error)
         self._wake_drain_waiters()
@@ -256,15 +283,17 @@ class Connection(asyncio.Protocol):
     # -- incoming ---------------------------------------------------------------
 
     def _on_response(self, cmd: RemotingCommand) -> None:
-        fut = self._pending.pop(cmd.opaque, None)
-        if fut is None:
+        waiting = self._pending.pop(cmd.opaque, None)
+        if waiting is None:
             log.warning(
                 "dropping response code %d opaque %d from %s: no request waits for it",
                 cmd.code,
                 cmd.opaque,
                 self.peer,
             )
-        elif not fut.done():
+            return
+        fut = waiting[0]
+        if not fut.done():  # its caller may have been cancelled
             fut.set_result(cmd)
 
     def _on_request(self, cmd: RemotingCommand) -> None:
@@ -331,28 +360,50 @@ class Connection(asyncio.Protocol):
             return False
         return True
 
-    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        """Send ``request`` and wait for its answer (any order on the connection)."""
+    def request(
+        self, request: RemotingCommand, timeout_s: float
+    ) -> asyncio.Future[RemotingCommand]:
+        """Send ``request``; the future of its answer (any order on the connection).
+
+        A plain function, so the send paths await one future and no coroutine
+        of this layer. The future fails with RemotingTimeoutError after
+        ``timeout_s`` and with RemotingClosedError when the connection closes;
+        a caller that stops waiting (cancels it) leaves the entry for the
+        answer or the deadline to remove. While the transport's buffer is over
+        its high-water mark, what is returned first waits for room in it.
+        """
         opaque = next(self._ids) & 0x7FFFFFFF
         request.opaque = opaque
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         if self._sign is not None:
             self._sign(request)
-        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        self._pending[opaque] = fut
-        timer = self._loop.call_later(timeout_s, self._expire, opaque, request.code, timeout_s)
+        loop = self._loop
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        deadline = loop.time() + timeout_s
+        pending = self._pending
+        pending[opaque] = (fut, deadline, request.code, timeout_s)
         try:
             self._write(request)
-            if self._write_paused:
-                # Wait for room in the buffer, but let the answer, the timeout
-                # or a close end the wait too.
-                waiter = self._drain_waiter()
-                fut.add_done_callback(lambda _: _resolve(waiter))
-                await waiter
-            return await fut
-        finally:
-            timer.cancel()
-            self._pending.pop(opaque, None)
+        except BaseException:
+            del pending[opaque]
+            raise
+        if deadline < self._timer_at:
+            self._arm(deadline)
+        if self._write_paused:
+            return loop.create_task(self._after_drain(fut))
+        return fut
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
+        return await self.request(request, timeout_s)
+
+    async def _after_drain(self, fut: asyncio.Future[RemotingCommand]) -> RemotingCommand:
+        # Wait for room in the buffer, but let the answer, the timeout or a
+        # close end the wait too.
+        waiter = self._drain_waiter()
+        fut.add_done_callback(lambda _: _resolve(waiter))
+        await waiter
+        return await fut
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag; the peer never answers it."""
@@ -366,14 +417,37 @@ class Connection(asyncio.Protocol):
             if self._closed.done():
                 raise RemotingClosedError(f"connection with {self.peer} closed while sending")
 
-    def _expire(self, opaque: int, code: int, timeout_s: float) -> None:
-        fut = self._pending.pop(opaque, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(
-                RemotingTimeoutError(
-                    f"no answer to request code {code} from {self.peer} within {timeout_s}s"
+    def _arm(self, deadline: float) -> None:
+        """Have the connection's one timer fire at ``deadline`` (earlier than it was)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """Fail the requests past their deadline; arm the timer for the next one."""
+        self._timer = None
+        self._timer_at = _INF
+        pending = self._pending
+        now = self._loop.time() + TIMER_SLACK_S
+        late: list[int] = []
+        following = _INF
+        for opaque, waiting in pending.items():
+            deadline = waiting[1]
+            if deadline <= now:
+                late.append(opaque)
+            elif deadline < following:
+                following = deadline
+        for opaque in late:
+            fut, _, code, timeout_s = pending.pop(opaque)
+            if not fut.done():
+                fut.set_exception(
+                    RemotingTimeoutError(
+                        f"no answer to request code {code} from {self.peer} within {timeout_s}s"
+                    )
                 )
-            )
+        if following < _INF:
+            self._arm(max(following, now + len(pending) * SWEEP_GAP_PER_REQUEST_S))
 
     def _drain_waiter(self) -> asyncio.Future[None]:
         """A future resolved when the transport buffer drains or the connection closes."""
