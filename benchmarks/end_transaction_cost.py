@@ -148,6 +148,8 @@ async def one_round(broker: Any, conn: Any, args: argparse.Namespace, profile: b
     if profiler is not None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        if os.environ.get("CALLERS"):
+            pstats.Stats(profiler).print_callers(os.environ["CALLERS"])
     return time.process_time() - start
 
 

@@ -805,8 +805,8 @@ def test_a_derived_record_is_the_record_of_the_changed_message(  # noqa: PLR0917
     raw = props.encode()
     derived = derived_record(memoryview(src), tfield, raw)
     assert derived is not None
-    size, body_len, crc, flags, code, keys, uniq = derived
-    assert (size, body_len, flags) == (len(expected), len(body), half.sys_flag)
+    size, body_len, crc, flags, code, keys, uniq, host = derived
+    assert (size, body_len, flags, host) == (len(expected), len(body), half.sys_flag, store)
     assert (code, keys, uniq) == message_fields(props)
     out = bytearray(pos + size + 3)
     encode_derived(out, pos, memoryview(src), queue_id, queue_offset, pos * 1000, sys_flag, 123456,

@@ -359,7 +359,7 @@ class CommitLog:
         derived = _derived_record(source, tfield, properties)
         if derived is None:
             return _illegal("the source is not a whole v1 record")
-        size, blen, crc, src_flag, code, keys, uniq = derived
+        size, blen, crc, src_flag, code, keys, uniq, host = derived
         plen = len(properties)
         if (
             size > self._max_record
@@ -415,9 +415,7 @@ class CommitLog:
                     self._commit_locked()
             finally:
                 self._lock_begin_ms = 0
-        host_at = 56 + (20 if src_flag & BORNHOST_V6_FLAG else 8)
-        host = source[host_at : host_at + (20 if src_flag & STOREHOSTADDRESS_V6_FLAG else 8)]
-        return PutResult(_PUT_OK, phys, size, qoff, 1, now, host.tobytes())
+        return PutResult(_PUT_OK, phys, size, qoff, 1, now, host)
 
     def _refuse_derived(self, topic: str, size: int, body_len: int, props_len: int) -> PutResult:
         """``_refuse`` for ``append_derived``: the same refusals, in the same order."""

@@ -390,8 +390,9 @@ def _encode_batch(  # noqa: PLR0917
 
 # -- a record derived from a stored one ------------------------------------------------
 
-#: (size, body length, body CRC, sysFlag of the source, tag code, keys, unique key)
-Derived = tuple[int, int, int, int, int, str | None, str | None]
+#: (size, body length, body CRC, sysFlag of the source, tag code, keys, unique key,
+#: the source's packed STOREHOST)
+Derived = tuple[int, int, int, int, int, str | None, str | None, bytes]
 MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 
 
@@ -444,13 +445,16 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
     ``src`` is a whole v1 record (typically a view of the commit log), the
     new record its copy with ``topic_field`` (length byte and name) and the
     UTF-8 property string ``props``. Returns ``(size, body length, body CRC,
-    src's sysFlag, tag code, KEYS, UNIQ_KEY)`` of the new record (the last
-    three of ``props``, as ``apogee.model.kernels.message_fields`` reads
-    them); None when ``src`` is not a whole v1 record.
+    src's sysFlag, tag code, KEYS, UNIQ_KEY, STOREHOST)`` of the new record
+    (tag code, keys and unique key of ``props``, as
+    ``apogee.model.kernels.message_fields`` reads them; STOREHOST's bytes, as
+    ``message_codec.pack_host`` gives them, for its message id); None when
+    ``src`` is not a whole v1 record.
     """
     at: cython.Py_ssize_t
     flags: cython.int
     body_len: cython.Py_ssize_t
+    host_at: cython.Py_ssize_t
     view = memoryview(src)  # type: ignore[arg-type]  # a buffer
     try:
         if cython.compiled:
@@ -463,6 +467,10 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
                     return None
                 flags = _get32(p, 36)
                 body_len = _get32(p, at - 4)
+                host_at = 56 + (20 if flags & 0x10 else 8)
+                host: bytes = PyBytes_FromStringAndSize(
+                    cython.cast(cython.p_char, p) + host_at, 20 if flags & 0x20 else 8
+                )
             finally:
                 PyBuffer_Release(cython.address(data))
         else:
@@ -472,6 +480,8 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
                     return None
                 flags = _get32(raw, 36)
                 body_len = _get32(raw, at - 4)
+                host_at = 56 + (20 if flags & 0x10 else 8)
+                host = bytes(raw[host_at : host_at + (20 if flags & 0x20 else 8)])
         with view[at : at + body_len] as body:
             raw_crc: cython.uint = crc32(body)
     finally:
@@ -481,7 +491,7 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
         + len(topic_field) + 2 + len(props)
     )  # fmt: skip
     code, keys, uniq = fields_of_utf8(props, len(props))
-    return size, body_len, raw_crc & CRC_MASK, flags, code, keys, uniq
+    return size, body_len, raw_crc & CRC_MASK, flags, code, keys, uniq, host
 
 
 def encode_derived(  # noqa: PLR0917  # positional for speed, as encode_record_into
