@@ -26,6 +26,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -66,7 +67,7 @@ def _recording(pid: int | None, path: str | None) -> Iterator[None]:
     if not path or pid is None:
         yield
         return
-    spy = shutil.which("py-spy") or str(Path(os.sys.executable).parent / "py-spy")  # type: ignore[attr-defined]
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     fmt = "speedscope" if path.endswith(".json") else "flamegraph"
     proc = subprocess.Popen(
         [spy, "record", "-p", str(pid), "-o", path, "-f", fmt, "-r", "250", "--nonblocking"],

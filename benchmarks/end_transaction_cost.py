@@ -148,8 +148,8 @@ async def one_round(broker: Any, conn: Any, args: argparse.Namespace, profile: b
     if profiler is not None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
-        if os.environ.get("CALLERS"):
-            pstats.Stats(profiler).print_callers(os.environ["CALLERS"])
+        if args.callers:
+            pstats.Stats(profiler).print_callers(args.callers)
     return time.process_time() - start
 
 
@@ -185,6 +185,7 @@ def main() -> None:
     parser.add_argument("--per-read", type=int, default=200, help="frames per data_received")
     parser.add_argument("--rollback", action="store_true")
     parser.add_argument("--profile", type=int, default=0, help="print the top N by own time")
+    parser.add_argument("--callers", help="with --profile: who calls the functions matching this")
     run(measure(parser.parse_args()))
 
 
