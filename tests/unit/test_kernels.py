@@ -27,23 +27,39 @@ from apogee._util.clock import FakeClock
 from apogee._util.compiled import PURE_PYTHON, is_compiled
 from apogee.errors import ProtocolError
 from apogee.model import kernels as model_kernels
-from apogee.model.kernels import decode_batch, encode_record_into, java_hash, message_fields
+from apogee.model.kernels import (
+    decode_batch,
+    encode_record_into,
+    java_hash,
+    message_fields,
+    record_facts,
+)
 from apogee.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     BatchItem,
     StoreBatch,
     merge_batch_properties,
+    properties_to_string,
     string_to_properties,
 )
-from apogee.model.message_codec import RecordKind, check_record
+from apogee.model.message_codec import (
+    RecordKind,
+    check_record,
+    decode_record,
+    encode_record,
+    topic_prefix,
+    unpack_host,
+)
 from apogee.store import kernels as store_kernels
 from apogee.store.dispatch import DispatchEntry
 from apogee.store.file_store import FileMessageStore
 from apogee.store.index_file import IndexFile, IndexWork, index_key_hash
 from apogee.store.index_service import IndexService, record_keys
 from apogee.store.kernels import (
+    derived_record,
     encode_batch,
+    encode_derived,
     index_put,
     index_work,
     prepare_batch,
@@ -683,6 +699,142 @@ def test_pwrite_all_raises_the_system_error(tmp_path: Path) -> None:
         os.close(fd)
 
 
+# -- a record read in place, and records derived from it ---------------------------------
+
+FACT_NAMES = st.sampled_from(["PGROUP", "REAL_TOPIC", "TRAN_MSG", "TAGS", "", "PGROUPX", "ü"])
+WANTED = (b"PGROUP", b"REAL_TOPIC", b"TAGS", "ü".encode())
+DROPPED = (b"REAL_TOPIC", b"TRAN_MSG")
+
+
+@st.composite
+def fact_properties(draw: st.DrawFn) -> str:
+    """Property strings: canonical (as ``properties_to_string`` writes them), canonical
+    but for a name given twice, or anything."""
+    kind = draw(st.integers(0, 2))
+    if kind < 2:
+        pairs = draw(st.dictionaries(FACT_NAMES.filter(bool), VALUES.filter(bool)))
+        text = properties_to_string(pairs)
+        if kind == 1 and pairs:
+            name = draw(st.sampled_from(sorted(pairs)))
+            at = draw(st.sampled_from([0, len(text)]))
+            text = text[:at] + f"{name}\x01{draw(VALUES.filter(bool))}\x02" + text[at:]
+        return text
+    pieces = draw(
+        st.lists(st.tuples(FACT_NAMES, st.sampled_from(["\x01", "", "\x01\x01"]), VALUES))
+    )
+    text = "\x02".join(name + sep + value for name, sep, value in pieces)
+    return text + draw(st.sampled_from(["", "\x02", "\x02\x02"]))
+
+
+def facts_by_decode(record: bytes) -> tuple[Any, ...]:
+    """What ``record_facts`` must say of ``record``, by a full decode."""
+    msg = decode_record(record)
+    values = tuple(msg.properties.get(name.decode()) for name in WANTED)
+    kept = {k: v for k, v in msg.properties.items() if k.encode() not in DROPPED}
+    return (msg.topic, msg.queue_id, msg.queue_offset, msg.commit_log_offset, values,
+            properties_to_string(kept).encode())  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    fact_properties(),
+    st.sampled_from(["RMQ_SYS_TRANS_HALF_TOPIC", "t", "é-topic"]),
+    HOSTS,
+    HOSTS,
+    st.tuples(I32, I64, I64),
+    st.binary(max_size=64),
+)
+def test_record_facts_say_what_a_decode_says(  # noqa: PLR0917  # one per strategy
+    props: str, topic: str, born: bytes, store: bytes, numbers: tuple[int, int, int], body: bytes
+) -> None:
+    queue_id, queue_offset, physical = numbers
+    record = encode_record(
+        topic=topic, body=body, queue_id=queue_id, properties=props, queue_offset=queue_offset,
+        physical_offset=physical, born_host=unpack_host(born), store_host=unpack_host(store),
+    )  # fmt: skip
+    got = record_facts(memoryview(record), WANTED, DROPPED)
+    canonical = props == properties_to_string(string_to_properties(props))
+    assert (got is not None) == (canonical and topic.isascii())
+    if got is not None:
+        assert got == facts_by_decode(record)
+
+
+def test_record_facts_take_only_one_whole_v1_record() -> None:
+    props = "PGROUP\x01g\x02REAL_TOPIC\x01T\x02TRAN_MSG\x01true\x02"
+    record = encode_record(topic="t", body=b"abc", properties=props, physical_offset=77)
+    facts = record_facts(record, WANTED, DROPPED)
+    assert facts == ("t", 0, 0, 77, ("g", "T", None, None), b"PGROUP\x01g\x02")
+    v2 = bytearray(record)
+    v2[4:8] = (-626843477).to_bytes(4, "big", signed=True)
+    cut = bytearray(record)
+    cut[-3:] = b"\0\0\0"  # a tail that reads back as zeros
+    for bad in (record[:-1], record + b"x", bytes(v2), bytes(cut), record[:90]):
+        assert record_facts(bad, WANTED, DROPPED) is None
+    assert record_facts(record, (b"a",) * 10, (b"b",) * 7) is None  # over 16 names
+    not_utf8 = encode_record(topic="t", body=b"", properties="A\x01x\x02")
+    broken = not_utf8[:-2] + b"\xff\x02"
+    assert record_facts(broken, WANTED, DROPPED) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=200), HOSTS, HOSTS, st.tuples(I32, I64, I64, I32, I64, I32, I64),
+    st.sampled_from(["Real", "é", "x" * 127]), fact_properties(), st.sampled_from([0, 8, 12]),
+    st.integers(0, 9),
+)  # fmt: skip
+def test_a_derived_record_is_the_record_of_the_changed_message(  # noqa: PLR0917
+    body: bytes, born: bytes, store: bytes, numbers: tuple[int, ...], topic: str, props: str,
+    tx_type: int, pos: int,
+) -> None:  # fmt: skip
+    flag, born_ts, src_prepared, queue_id, queue_offset, sys_bits, prepared = numbers
+    src = encode_record(
+        topic="RMQ_SYS_TRANS_HALF_TOPIC", body=body, flag=flag, properties="A\x01b\x02",
+        sys_flag=sys_bits & 0x7CF, born_timestamp=born_ts, born_host=unpack_host(born),
+        store_host=unpack_host(store), reconsume_times=7, prepared_transaction_offset=src_prepared,
+        queue_offset=3, physical_offset=99, store_timestamp=5,
+    )  # fmt: skip
+    half = decode_record(src)
+    sys_flag = (half.sys_flag & ~0xC) | tx_type
+    expected = encode_record(
+        topic=topic, body=body, queue_id=queue_id, flag=flag, properties=props,
+        queue_offset=queue_offset, physical_offset=pos * 1000, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=half.born_host, store_timestamp=123456,
+        store_host=half.store_host, reconsume_times=7, prepared_transaction_offset=prepared,
+    )  # fmt: skip
+    tfield = topic_prefix(topic)
+    raw = props.encode()
+    derived = derived_record(memoryview(src), tfield, raw)
+    assert derived is not None
+    size, body_len, crc, flags, code, keys, uniq, host = derived
+    assert (size, body_len, flags, host) == (len(expected), len(body), half.sys_flag, store)
+    assert (code, keys, uniq) == message_fields(props)
+    out = bytearray(pos + size + 3)
+    encode_derived(out, pos, memoryview(src), queue_id, queue_offset, pos * 1000, sys_flag, 123456,
+                   prepared, tfield, raw, crc, size)  # fmt: skip
+    assert bytes(out[pos : pos + size]) == expected
+    assert out[:pos] == bytes(pos) and out[pos + size :] == bytes(3)
+
+
+def test_a_record_is_derived_only_from_a_whole_v1_record() -> None:
+    src = encode_record(topic="t", body=b"abc", properties="A\x01b\x02")
+    tfield = topic_prefix("x")
+    assert derived_record(src[:-1], tfield, b"") is None
+    assert derived_record(src + b"\0", tfield, b"") is None
+    size = derived_record(src, tfield, b"")[0]  # type: ignore[index]
+    out = bytearray(size)
+    with pytest.raises(ValueError, match="not a whole v1 record"):
+        encode_derived(out, 0, src[:-1], 0, 0, 0, 0, 0, 0, tfield, b"", 0, size)
+    with pytest.raises(ValueError, match="size"):
+        encode_derived(out, 0, src, 0, 0, 0, 0, 0, 0, tfield, b"", 0, size + 1)
+    with pytest.raises(ValueError, match="host bits"):
+        encode_derived(out, 0, src, 0, 0, 0, 0x10, 0, 0, tfield, b"", 0, size)
+    with pytest.raises(ValueError, match="fit"):
+        encode_derived(out, 1, src, 0, 0, 0, 0, 0, 0, tfield, b"", 0, size)
+    with pytest.raises(OUT_OF_RANGE):
+        encode_derived(out, 0, src, 2**31, 0, 0, 0, 0, 0, tfield, b"", 0, size)
+    assert out == bytearray(size)  # nothing written by a refusal
+
+
 # -- a whole store, by either build -----------------------------------------------------------
 
 
@@ -713,6 +865,11 @@ def fill_store(root: Path) -> dict[str, bytes]:
     store.put(message(body=b"", tags=None, keys=None, uniq=None, extra={"ü": "ß"}))
     items = [BatchItem(0, b"b%d" % i, f"TAGS\x01bt\x02UNIQ_KEY\x01B{i}\x02") for i in range(5)]
     store.put_batch(StoreBatch("Batched", 0, items, properties="CLUSTER\x01c\x02"))
+    for source in (0, store.commit_log_max_offset() - 400):  # a first record, a batch's last
+        view = store.read_message(store.record_start(source))
+        assert view is not None
+        store.put_derived(view, "Derived", 2, 8, source, b"TAGS\x01dt\x02KEYS\x01dk\x02")
+        view.release()
     while store.dispatch_step(7):
         pass
     store.close()

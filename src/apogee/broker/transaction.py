@@ -139,10 +139,15 @@ def half_batch(batch: StoreBatch, producer_group: str) -> StoreBatch:
 
 def lineage(half: MessageExt) -> int:
     """The queue offset of the first copy of this half message."""
-    text = half.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, "")
-    if text.isdigit() and int(text) <= half.queue_offset:
+    text = half.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+    return lineage_of(text, half.queue_offset)
+
+
+def lineage_of(text: str | None, queue_offset: int) -> int:
+    """The lineage a copy at ``queue_offset`` with TRAN_PREPARED_QUEUE_OFFSET ``text`` has."""
+    if text and text.isdigit() and int(text) <= queue_offset:
         return int(text)
-    return half.queue_offset
+    return queue_offset
 
 
 def destination(half: MessageExt) -> tuple[str, int] | None:
@@ -180,6 +185,18 @@ def end_problem(half: MessageExt | None, header: EndTransactionRequestHeader) ->
     return None
 
 
+#: What END_TRANSACTION reads of a half record where it lies
+#: (``apogee.model.kernels.record_facts``), and what a commit leaves out of its properties.
+HALF_FACTS = (
+    PROPERTY_PRODUCER_GROUP.encode(), PROPERTY_REAL_TOPIC.encode(),
+    PROPERTY_REAL_QUEUE_ID.encode(), PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET.encode(),
+)  # fmt: skip
+COMMIT_DROPS = (
+    PROPERTY_REAL_TOPIC.encode(), PROPERTY_REAL_QUEUE_ID.encode(),
+    PROPERTY_TRANSACTION_PREPARED.encode(),
+)  # fmt: skip
+
+
 def committed_message(half: MessageExt, topic: str, queue_id: int) -> StoreMessage:
     """The record a committed half message becomes in its real topic."""
     props = dict(half.properties)
@@ -195,10 +212,19 @@ def committed_message(half: MessageExt, topic: str, queue_id: int) -> StoreMessa
 
 def op_message(half: MessageExt, store_host: HostPort, now_ms: int) -> StoreMessage:
     """The "d" record saying the half copy at ``half.queue_offset`` is resolved."""
-    props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "false"}
+    return op_record(half.queue_id, half.queue_offset, store_host, now_ms)
+
+
+_OP_PROPERTIES = properties_to_string(
+    {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "false"}
+)
+
+
+def op_record(queue_id: int, queue_offset: int, store_host: HostPort, now_ms: int) -> StoreMessage:
+    """``op_message`` of the half copy at ``queue_offset`` of half queue ``queue_id``."""
     return StoreMessage(
-        TRANS_OP_HALF_TOPIC, half.queue_id, str(half.queue_offset).encode(),
-        properties_to_string(props), 0, 0, now_ms, store_host, store_host,
+        TRANS_OP_HALF_TOPIC, queue_id, str(queue_offset).encode(), _OP_PROPERTIES, 0, 0,
+        now_ms, store_host, store_host,
     )  # fmt: skip
 
 

@@ -51,6 +51,7 @@ if cython.compiled:
         PyBuffer_Release,
         PyObject_GetBuffer,
     )
+    from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
     from cython.cimports.cpython.ref import Py_INCREF
     from cython.cimports.cpython.tuple import PyTuple_SET_ITEM
     from cython.cimports.cpython.type import PyType_GenericAlloc
@@ -577,3 +578,196 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
             PyBuffer_Release(cython.address(data))
     view = view.cast("B")
     return _split_batch(view, view, len(view))
+
+
+# -- a stored record, read where it lies --------------------------------------------
+
+#: (topic, queue id, queue offset, physical offset, the values asked for, the
+#: property string without the names to drop): what :func:`record_facts` reads
+RecordFacts = tuple[str, int, int, int, tuple[str | None, ...], bytes]
+#: Property names as UTF-8 (an alias, so that Cython takes any sequence)
+Names = tuple[bytes, ...]
+_MAX_NAMES = cython.declare(cython.Py_ssize_t, 16)
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _get64(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.longlong:
+    if cython.compiled:
+        high: cython.ulonglong = cython.cast(cython.uint, _get32(p, at))
+        low: cython.ulonglong = cython.cast(cython.uint, _get32(p, at + 4))
+        return cython.cast(cython.longlong, (high << 32) | low)
+    value: int = _I64.unpack_from(p, at)[0]
+    return value
+
+
+@cython.cfunc
+@cython.inline
+def _move(out: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar,
+          src_at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:  # fmt: skip
+    """``out[at:at + n] = src[src_at:src_at + n]``."""
+    if cython.compiled:
+        memcpy(out + at, src + src_at, n)
+    else:
+        out[at : at + n] = src[src_at : src_at + n]
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _is_ascii(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
+    i: cython.Py_ssize_t
+    for i in range(start, end):  # noqa: SIM110  # a C loop compiled
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
+@cython.cfunc
+def _name_in(p: cython.p_uchar, start: cython.Py_ssize_t, n: cython.Py_ssize_t,
+             names: Names) -> cython.Py_ssize_t:  # fmt: skip
+    """Index in ``names`` (bytes) of the name ``p[start:start + n]``, or -1."""
+    i: cython.Py_ssize_t
+    for i in range(len(names)):
+        name: bytes = names[i]
+        if len(name) == n and _is(p, start, name, n):
+            return i
+    return -1
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _named_before(p: cython.p_uchar, base: cython.Py_ssize_t, start: cython.Py_ssize_t,
+                  sep: cython.Py_ssize_t) -> cython.bint:  # fmt: skip
+    """Whether a pair in ``p[base:start]`` (whole pairs) has the name ``p[start:sep]``."""
+    n: cython.Py_ssize_t = sep - start
+    at: cython.Py_ssize_t = base
+    end: cython.Py_ssize_t
+    while at < start:
+        end = _find(p, at, start, 0x02)
+        if _find(p, at, end, 0x01) - at == n:
+            if cython.compiled:
+                if memcmp(p + at, p + start, n) == 0:
+                    return True
+            elif p[at : at + n] == p[start:sep]:
+                return True
+        at = end + 1
+    return False
+
+
+def record_facts(record: object, wanted: tuple[bytes, ...],
+                 dropped: tuple[bytes, ...]) -> RecordFacts | None:  # fmt: skip
+    """What a decode of the v1 record that fills ``record`` would say, read in place.
+
+    ``(topic, queue id, queue offset, physical offset, values, kept)``:
+    ``values[i]`` is the property named ``wanted[i]`` (None when absent) and
+    ``kept`` the property string without the pairs named in ``dropped``,
+    byte for byte what ``properties_to_string`` makes of the decoded
+    properties without those names. ``record`` is typically a view of a
+    mapped commit log: nothing is copied but what is returned.
+
+    Only for the common record: None (the caller decodes it fully, see
+    ``message_codec.decode_record``) unless it is one v1 record that a decode
+    takes whole, with an ASCII topic, UTF-8 properties in canonical form
+    (every pair ``name 0x01 value 0x02``, name and value not empty, no name
+    twice) and at most 16 names asked for in all.
+    """
+    if len(wanted) + len(dropped) > _MAX_NAMES:
+        return None
+    if cython.compiled:
+        data = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(record, cython.address(data), PyBUF_SIMPLE)
+        try:
+            return _record_facts(cython.cast(cython.p_uchar, data.buf), data.len, wanted, dropped)
+        finally:
+            PyBuffer_Release(cython.address(data))
+    raw = bytes(record)  # type: ignore[call-overload]  # a buffer
+    return _record_facts(raw, len(raw), wanted, dropped)
+
+
+@cython.cfunc
+def _record_facts(  # one pass; each way out is a reason to decode
+    p: cython.p_uchar, n: cython.Py_ssize_t, wanted: Names, dropped: Names
+) -> RecordFacts | None:
+    if n < 91 or _get32(p, 0) != n or _get32(p, 4) != MAGIC_V1:
+        return None
+    sys_flag: cython.int = _get32(p, 36)
+    at: cython.Py_ssize_t = (
+        48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+    )  # the body length
+    if at + 4 > n:
+        return None
+    body_len: cython.Py_ssize_t = _get32(p, at)
+    at += 4
+    if body_len < 0 or body_len > n - at - 1:
+        return None
+    at += body_len
+    topic_len: cython.Py_ssize_t = p[at]
+    at += 1
+    if topic_len == 0 or topic_len > 127 or at + topic_len + 2 > n:
+        return None  # a length byte past 127 is negative: no topic
+    if p[at + topic_len - 1] == 0 or not _is_ascii(p, at, at + topic_len):
+        return None
+    topic = _utf8_strict(p, at, at + topic_len)
+    at += topic_len
+    props_len: cython.Py_ssize_t = _get16(p, at)
+    at += 2
+    if props_len < 0 or at + props_len != n or (props_len and p[n - 1] != 0x02):
+        return None  # a cut tail (zeros) ends without 0x02 too
+    if not _is_ascii(p, at, n):
+        try:
+            _utf8_strict(p, at, n)
+        except UnicodeDecodeError:
+            return None
+    values: list[str | None] = [None] * len(wanted)
+    kept_len: cython.Py_ssize_t = props_len
+    start: cython.Py_ssize_t = at
+    end: cython.Py_ssize_t
+    sep: cython.Py_ssize_t
+    i: cython.Py_ssize_t
+    while start < n:
+        end = _find(p, start, n, 0x02)
+        sep = _find(p, start, end, 0x01)
+        if sep <= start or sep + 1 >= end or _named_before(p, at, start, sep):
+            return None  # no name, no value or a name twice: not canonical
+        i = _name_in(p, start, sep - start, wanted)
+        if i >= 0:
+            values[i] = _utf8_strict(p, sep + 1, end)
+        if _name_in(p, start, sep - start, dropped) >= 0:
+            kept_len -= end + 1 - start
+        start = end + 1
+    return (
+        topic, _get32(p, 12), _get64(p, 20), _get64(p, 28), tuple(values),
+        _kept(p, at, n, dropped, kept_len),
+    )  # fmt: skip
+
+
+@cython.cfunc
+def _kept(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t, dropped: Names,
+          kept_len: cython.Py_ssize_t) -> bytes:  # fmt: skip
+    """The canonical pairs of ``p[at:n]`` not named in ``dropped`` (``kept_len`` bytes)."""
+    if kept_len == n - at:
+        if cython.compiled:
+            whole: bytes = PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + at, kept_len)
+            return whole
+        return bytes(p[at:n])
+    out: bytes
+    q: cython.p_uchar
+    if cython.compiled:
+        out = PyBytes_FromStringAndSize(cython.NULL, kept_len)
+        q = cython.cast(cython.p_uchar, cython.cast(cython.p_char, out))
+    else:
+        q = bytearray(kept_len)
+    w: cython.Py_ssize_t = 0
+    start: cython.Py_ssize_t = at
+    end: cython.Py_ssize_t
+    while start < n:
+        end = _find(p, start, n, 0x02)
+        if _name_in(p, start, _find(p, start, end, 0x01) - start, dropped) < 0:
+            _move(q, w, p, start, end + 1 - start)
+            w += end + 1 - start
+        start = end + 1
+    if not cython.compiled:
+        out = bytes(q)
+    return out

@@ -94,6 +94,7 @@ _message_fields = message_fields
 _NOT_INDEXED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _PAGE_MASK: Final = ~(OS_PAGE_SIZE - 1)
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
+_SIZE = struct.Struct(">i")  # TOTALSIZE
 _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 # Write-through bytes gathered before one pwrite; a bigger record gets a
 # bigger buffer. A loop turn of a busy broker appends well under this.
@@ -112,6 +113,8 @@ _prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Ref
     kernels.prepare_batch
 )
 _encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = kernels.encode_batch
+_derived_record: Callable[[object, bytes, bytes], kernels.Derived | None] = kernels.derived_record
+_encode_derived: Callable[..., None] = kernels.encode_derived
 _pwrite: Callable[[int, object, int, int], None] = kernels.pwrite_all
 
 
@@ -341,6 +344,100 @@ class CommitLog:
                 self._lock_begin_ms = 0
         return PutResult(_PUT_OK, phys, size, qoff, 1, now, store)
 
+    def append_derived(  # noqa: PLR0917
+        self,
+        source: memoryview,
+        topic: str,
+        queue_id: int,
+        transaction_type: int,
+        prepared: int,
+        properties: bytes,
+    ) -> PutResult:
+        """Append a copy of the record in ``source`` under a new topic and queue.
+
+        ``source`` holds one whole v1 record (a view of this log, say). The
+        copy keeps its body, flag, born time, hosts and reconsume times, gets
+        ``topic``, ``queue_id``, ``properties`` (UTF-8), the PREPARED
+        TRANSACTION OFFSET ``prepared`` and its sysFlag with the transaction
+        bits set to ``transaction_type``: byte for byte what ``append`` writes
+        for a StoreMessage decoded from ``source`` and so changed, without the
+        decode. The lock section is ``append``'s, with another encoder.
+        """
+        tfield = self._topic_fields.get(topic) or self._topic_field(topic)
+        derived = _derived_record(source, tfield, properties)
+        if derived is None:
+            return _illegal("the source is not a whole v1 record")
+        size, blen, crc, src_flag, code, keys, uniq, host = derived
+        plen = len(properties)
+        if (
+            size > self._max_record
+            or blen > self._max_body
+            or plen > MAX_PROPERTIES_LENGTH
+            or len(tfield) < 2
+        ):
+            return self._refuse_derived(topic, size, blen, plen)
+        sys_flag = (src_flag & ~TRANSACTION_TYPE_MASK) | transaction_type
+        indexed = (sys_flag & TRANSACTION_TYPE_MASK) not in _NOT_INDEXED
+        if self._lock_begin_ms and self.is_page_cache_busy():
+            return PutResult(PutStatus.OS_PAGECACHE_BUSY, reason="[PC_SYNCHRONIZED] put lock busy")
+        with self.put_lock:
+            self._lock_begin_ms = now = self._now()
+            try:
+                segs = self.queue.segments
+                seg = segs[-1] if segs else None
+                pos = seg.wrote if seg is not None else -1
+                if seg is None or size + END_FILE_MIN_BLANK_LENGTH > seg.size - pos:
+                    try:
+                        seg, pos = self._room_for(size)
+                    except StoreError as exc:
+                        return self._roll_failed(exc)
+                phys = seg.start + pos
+                key = (topic, queue_id)
+                qoff = self.topic_queue_table.get(key, 0) if indexed else 0
+                # fmt: off
+                try:
+                    if self.write_through:
+                        at = self._pending_at(seg, pos, size)
+                        _encode_derived(self._pending, at, source, queue_id, qoff, phys,
+                                        sys_flag, now, prepared, tfield, properties, crc, size)
+                        self._pending_len = at + size
+                    else:
+                        _encode_derived(seg.view, pos, source, queue_id, qoff, phys, sys_flag,
+                                        now, prepared, tfield, properties, crc, size)
+                except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
+                    return _illegal(f"cannot encode the record: {exc}")
+                # fmt: on
+                seg.wrote = pos + size
+                if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
+                    self.on_prefault_due()
+                if indexed:
+                    self.topic_queue_table[key] = qoff + 1
+                self.last_store_timestamp = now
+                self.appended_msgs += 1
+                if topic == SCHEDULE_TOPIC:
+                    code = index_fields(topic, properties.decode(), now, self._delays)[0]
+                self.handoff.append(
+                    (topic, queue_id, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
+                )
+                if self._pending_len and not self.defer_commit:
+                    self._commit_locked()
+            finally:
+                self._lock_begin_ms = 0
+        return PutResult(_PUT_OK, phys, size, qoff, 1, now, host)
+
+    def _refuse_derived(self, topic: str, size: int, body_len: int, props_len: int) -> PutResult:
+        """``_refuse`` for ``append_derived``: the same refusals, in the same order."""
+        if body_len > self._max_body:
+            return _illegal(f"body is {body_len} bytes, the limit is {self._max_body}")
+        if not self._topic_field(topic):
+            return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
+        if props_len > MAX_PROPERTIES_LENGTH:
+            return PutResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                reason=f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}",
+            )
+        return _illegal(f"record of {size} bytes exceeds {self._max_record}")
+
     def _roll_failed(self, exc: StoreError) -> PutResult:
         """The result of a put that found no file to go to."""
         if isinstance(exc, DiskFullError):
@@ -567,15 +664,26 @@ class CommitLog:
             return None
 
     def read_record(self, offset: int) -> memoryview | None:
-        """The whole record starting at ``offset`` (its size read from the record)."""
-        head = self.read(offset, 4)
-        if head is None:
+        """The whole record starting at ``offset`` (its size read from the record).
+
+        ``read`` of the size field and then of the record, in one look-up:
+        END_TRANSACTION reads a record this way per message.
+        """
+        seg = self.queue.locate(offset)
+        if seg is None:
             return None
-        size = int.from_bytes(head, "big", signed=True)
-        head.release()
-        if size <= 0:
+        pos = offset - seg.start
+        limit = seg.wrote - self._pending_len if seg is self._pending_seg else seg.wrote
+        if pos + 4 > limit:
             return None
-        return self.read(offset, size)
+        try:
+            view = seg.view
+            size: int = _SIZE.unpack_from(view, pos)[0]
+            if size <= 0 or pos + size > limit:
+                return None
+            return view[pos : pos + size]
+        except ValueError:  # the segment was unmapped under us (retention)
+            return None
 
     def store_timestamp(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset``; -1 if it cannot be read."""

@@ -366,6 +366,30 @@ class FileMessageStore:
         self.stats["put_failed"] += 1
         return result
 
+    def put_derived(  # noqa: PLR0917  # the fields that change
+        self,
+        source: memoryview,
+        topic: str,
+        queue_id: int,
+        transaction_type: int,
+        prepared: int,
+        properties: bytes,
+    ) -> PutResult:
+        """Append a copy of a stored record with another topic, queue, transaction
+        type, prepared offset and properties (``CommitLog.append_derived``)."""
+        if self._writable:
+            result = self.commit_log.append_derived(
+                source, topic, queue_id, transaction_type, prepared, properties
+            )
+            if result.status is _PUT_OK:
+                if self._wake_dispatch is not None:
+                    self._wake_dispatch()
+                return result
+        else:
+            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
+        self.stats["put_failed"] += 1
+        return result
+
     def put_batch(self, batch: StoreBatch) -> PutResult:
         if self._writable:
             result = self.commit_log.append_batch(batch)

@@ -4,7 +4,7 @@ Owns: the MessageStore protocol (the whole surface the broker and its
 services use), the IndexHook protocol the store drives an index through, the
 shape of an index query result, and the arrival-listener type.
 
-Threading contract: ``put``/``put_batch``/``append_data``, ``dispatch_step``,
+Threading contract: ``put``/``put_batch``/``put_derived``/``append_data``, ``dispatch_step``,
 ``clean_step`` and the admin operations (``delete_topics``) run on one writer
 thread (or the event loop); reads may run on any thread. Futures from
 ``flush_future`` complete on a store service thread.
@@ -73,6 +73,19 @@ class MessageStore(Protocol):
     # -- writes
     def put(self, msg: StoreMessage) -> PutResult: ...
     def put_batch(self, batch: StoreBatch) -> PutResult: ...
+    def put_derived(  # noqa: PLR0917
+        self,
+        source: memoryview,
+        topic: str,
+        queue_id: int,
+        transaction_type: int,
+        prepared: int,
+        properties: bytes,
+    ) -> PutResult:
+        """A copy of the whole v1 record in ``source`` (a ``read_message`` view)
+        with these fields replaced; the rest as ``put`` of its decoded form."""
+        ...
+
     def flush_future(self, result: PutResult) -> Future[PutStatus]: ...
     def append_data(self, offset: int, data: bytes | memoryview) -> bool:
         """A master's bytes (slaves): False if ``offset`` is not the log's end;

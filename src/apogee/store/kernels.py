@@ -95,6 +95,7 @@ Hashes = list[int]
 #: (rec, key) and the index file header's fields, as index_put returns them
 IndexState = tuple[int, int, int, int, int, int, int, int]
 
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -384,6 +385,236 @@ def _encode_batch(  # noqa: PLR0917
             (topic, queue_id, phys, f[0], f[1], store_ts, qoff, f[2], f[3], flags, 0)  # type: ignore[arg-type]
         )
         pos += extent
+    return 0
+
+
+# -- a record derived from a stored one ------------------------------------------------
+
+#: (size, body length, body CRC, sysFlag of the source, tag code, keys, unique key,
+#: the source's packed STOREHOST)
+Derived = tuple[int, int, int, int, int, str | None, str | None, bytes]
+MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
+
+
+@cython.cfunc
+@cython.inline
+def _put16(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
+    if cython.compiled:
+        p[at] = cython.cast(cython.uchar, v >> 8)
+        p[at + 1] = cython.cast(cython.uchar, v)
+    else:
+        _I16.pack_into(p, at, v)
+    return 0
+
+
+@cython.cfunc
+@cython.inline
+def _copy(out: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar,
+          src_at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:  # fmt: skip
+    """``out[at:at + n] = src[src_at:src_at + n]``."""
+    if cython.compiled:
+        memcpy(out + at, src + src_at, n)
+    else:
+        out[at : at + n] = src[src_at : src_at + n]
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _body_at(p: cython.p_uchar, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
+    """Where the body of the v1 record filling ``p[:n]`` starts; -1 if it is not one.
+
+    Checked: the size field, the magic, and that the body leaves room for a
+    topic field and a properties length.
+    """
+    if n < 91 or _get32(p, 0) != n or _get32(p, 4) != MAGIC_V1:
+        return -1
+    flags: cython.int = _get32(p, 36)
+    at: cython.Py_ssize_t = 48 + (20 if flags & 0x10 else 8) + 8 + (20 if flags & 0x20 else 8) + 16
+    if at > n:
+        return -1
+    body_len: cython.Py_ssize_t = _get32(p, at - 4)
+    if body_len < 0 or body_len > n - at - 3:
+        return -1
+    return at
+
+
+def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | None:
+    """What :func:`encode_derived` needs to know before it writes, or None.
+
+    ``src`` is a whole v1 record (typically a view of the commit log), the
+    new record its copy with ``topic_field`` (length byte and name) and the
+    UTF-8 property string ``props``. Returns ``(size, body length, body CRC,
+    src's sysFlag, tag code, KEYS, UNIQ_KEY, STOREHOST)`` of the new record
+    (tag code, keys and unique key of ``props``, as
+    ``apogee.model.kernels.message_fields`` reads them; STOREHOST's bytes, as
+    ``message_codec.pack_host`` gives them, for its message id); None when
+    ``src`` is not a whole v1 record.
+    """
+    at: cython.Py_ssize_t
+    flags: cython.int
+    body_len: cython.Py_ssize_t
+    host_at: cython.Py_ssize_t
+    view = memoryview(src)  # type: ignore[arg-type]  # a buffer
+    try:
+        if cython.compiled:
+            data = cython.declare(cython.Py_buffer)
+            PyObject_GetBuffer(view, cython.address(data), PyBUF_SIMPLE)
+            try:
+                p: cython.p_uchar = cython.cast(cython.p_uchar, data.buf)
+                at = _body_at(p, data.len)
+                if at < 0:
+                    return None
+                flags = _get32(p, 36)
+                body_len = _get32(p, at - 4)
+                host_at = 56 + (20 if flags & 0x10 else 8)
+                host: bytes = PyBytes_FromStringAndSize(
+                    cython.cast(cython.p_char, p) + host_at, 20 if flags & 0x20 else 8
+                )
+            finally:
+                PyBuffer_Release(cython.address(data))
+        else:
+            with view.cast("B") as raw:
+                at = _body_at(raw, len(raw))
+                if at < 0:
+                    return None
+                flags = _get32(raw, 36)
+                body_len = _get32(raw, at - 4)
+                host_at = 56 + (20 if flags & 0x10 else 8)
+                host = bytes(raw[host_at : host_at + (20 if flags & 0x20 else 8)])
+        with view[at : at + body_len] as body:
+            raw_crc: cython.uint = crc32(body)
+    finally:
+        view.release()
+    size: cython.Py_ssize_t = (
+        48 + (20 if flags & 0x10 else 8) + 8 + (20 if flags & 0x20 else 8) + 16 + body_len
+        + len(topic_field) + 2 + len(props)
+    )  # fmt: skip
+    code, keys, uniq = fields_of_utf8(props, len(props))
+    return size, body_len, raw_crc & CRC_MASK, flags, code, keys, uniq, host
+
+
+def encode_derived(  # noqa: PLR0917  # positional for speed, as encode_record_into
+    buf: object,
+    pos: cython.longlong,
+    src: object,
+    queue_id: cython.int,
+    queue_offset: cython.longlong,
+    physical_offset: cython.longlong,
+    sys_flag: cython.int,
+    store_timestamp: cython.longlong,
+    prepared: cython.longlong,
+    topic_field: bytes,
+    props: bytes,
+    crc: cython.int,
+    size: cython.longlong,
+) -> None:
+    """Write at ``buf[pos:]`` a copy of the v1 record ``src`` with fields replaced.
+
+    Copied from ``src``: FLAG, BORNTIMESTAMP, both hosts, RECONSUMETIMES and
+    the body. Given: QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG (its host
+    bits must be ``src``'s), STORETIMESTAMP, PREPARED TRANSACTION OFFSET,
+    the topic field, the properties and the body CRC; ``size`` as
+    :func:`derived_record` gave it. TOTALSIZE and MAGICCODE go in last,
+    after a store barrier, as ``apogee.model.kernels.write_record`` does.
+
+    Raises:
+        ValueError: ``src`` is not a whole v1 record, the sizes disagree or
+            the record does not fit ``buf``.
+        OverflowError, struct.error: a number does not fit its field.
+    """
+    if cython.compiled:
+        out = cython.declare(cython.Py_buffer)
+        data = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(src, cython.address(data), PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(buf, cython.address(out), PyBUF_WRITABLE)
+            try:
+                _encode_derived(
+                    cython.cast(cython.p_uchar, out.buf), out.len, pos,
+                    cython.cast(cython.p_uchar, data.buf), data.len, queue_id, queue_offset,
+                    physical_offset, sys_flag, store_timestamp, prepared, topic_field, props,
+                    crc, size,
+                )  # fmt: skip
+            finally:
+                PyBuffer_Release(cython.address(out))
+        finally:
+            PyBuffer_Release(cython.address(data))
+    else:
+        with memoryview(buf).cast("B") as view, memoryview(src).cast("B") as source:  # type: ignore[arg-type]
+            _encode_derived(
+                view, len(view), pos, source, len(source), queue_id, queue_offset,
+                physical_offset, sys_flag, store_timestamp, prepared, topic_field, props, crc,
+                size,
+            )  # fmt: skip
+
+
+@cython.cfunc
+def _encode_derived(  # noqa: PLR0917
+    out: cython.p_uchar,
+    out_len: cython.Py_ssize_t,
+    pos: cython.longlong,
+    src: cython.p_uchar,
+    src_len: cython.Py_ssize_t,
+    queue_id: cython.int,
+    queue_offset: cython.longlong,
+    physical_offset: cython.longlong,
+    sys_flag: cython.int,
+    store_timestamp: cython.longlong,
+    prepared: cython.longlong,
+    topic_field: bytes,
+    props: bytes,
+    crc: cython.int,
+    size: cython.longlong,
+) -> cython.int:
+    body_at: cython.Py_ssize_t = _body_at(src, src_len)
+    if body_at < 0:
+        raise ValueError("the source is not a whole v1 record")
+    flags: cython.int = _get32(src, 36)
+    born: cython.Py_ssize_t = 20 if flags & 0x10 else 8
+    stored: cython.Py_ssize_t = 20 if flags & 0x20 else 8
+    if (sys_flag ^ flags) & 0x30:
+        raise ValueError("the host bits of the sysFlag are not the source's")
+    body_len: cython.Py_ssize_t = _get32(src, body_at - 4)
+    topic_len: cython.Py_ssize_t = len(topic_field)
+    props_len: cython.Py_ssize_t = len(props)
+    if props_len > 0x7FFF:
+        raise struct.error("'h' format requires -32768 <= number <= 32767")
+    if size != body_at + body_len + topic_len + 2 + props_len:
+        raise ValueError("the size is not the derived record's")
+    if pos < 0 or pos > out_len or size > out_len - pos:
+        raise ValueError("the record does not fit the buffer")
+    at: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, pos)
+    _put32(out, at + 8, crc)
+    _put32(out, at + 12, queue_id)
+    _copy(out, at + 16, src, 16, 4)  # FLAG
+    _put64(out, at + 20, queue_offset)
+    _put64(out, at + 28, physical_offset)
+    _put32(out, at + 36, sys_flag)
+    _copy(out, at + 40, src, 40, 8 + born)  # BORNTIMESTAMP, BORNHOST
+    p: cython.Py_ssize_t = 48 + born
+    _put64(out, at + p, store_timestamp)
+    p += 8
+    _copy(out, at + p, src, p, stored + 4)  # STOREHOST, RECONSUMETIMES
+    p += stored + 4
+    _put64(out, at + p, prepared)
+    p += 8
+    _copy(out, at + p, src, p, 4 + body_len)  # body length, body
+    p += 4 + body_len
+    if cython.compiled:
+        memcpy(out + at + p, cython.cast(cython.p_char, topic_field), topic_len)
+    else:
+        out[at + p : at + p + topic_len] = topic_field
+    p += topic_len
+    _put16(out, at + p, cython.cast(cython.int, props_len))
+    p += 2
+    if cython.compiled:
+        memcpy(out + at + p, cython.cast(cython.p_char, props), props_len)
+    else:
+        out[at + p : at + p + props_len] = props
+    _store_barrier()
+    _put32(out, at, cython.cast(cython.int, size))
+    _put32(out, at + 4, MAGIC_V1)
     return 0
 
 

@@ -10,6 +10,7 @@ the absence is checked once the broker has handled everything before it.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from apogee.broker.broker import Broker
+from apogee.broker.transaction import committed_message
 from apogee.client.broker_api import BrokerApi
 from apogee.client.transaction import (
     LocalTransactionState,
@@ -38,11 +40,11 @@ from apogee.model.message import (
     Message,
     MessageExt,
 )
-from apogee.model.message_codec import encode_batch
+from apogee.model.message_codec import encode_batch, encode_record
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult
 from apogee.protocol.command import RemotingCommand
-from apogee.protocol.headers import SendMessageRequestHeader
+from apogee.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.dispatch import HandlerTable
 from apogee.testing.cluster import eventually, run_broker
@@ -450,3 +452,73 @@ async def test_a_half_batch_whose_message_sets_a_broker_property_is_refused(
         assert answer.code == ResponseCode.MESSAGE_ILLEGAL
         assert reserved in (answer.remark or "")
         assert await read_all(p.api, broker, HALF, 0) == []
+
+
+def raw_batch(items: list[tuple[bytes, str]]) -> bytes:
+    """A batch body whose messages carry these property strings as they are."""
+    out = b""
+    for body, props in items:
+        raw = props.encode()
+        out += struct.pack(">iiiii", 22 + len(body) + len(raw), 0, 0, 5, len(body)) + body
+        out += struct.pack(">h", len(raw)) + raw
+    return out
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        "TAGS\x01t\x02KEYS\x01k1 k2\x02",  # as clients write them: committed in place
+        "ü\x01ß ü\x02a\x01x\x01y\x02",  # not ASCII, a value holding 0x01: in place too
+        "a\x011\x02a\x012\x02",  # a name twice
+        "a\x011\x02\x02b\x01\x02c\x01z",  # empty pairs, no 0x02 at the end
+    ],
+)
+async def test_a_commit_writes_the_record_of_the_decoded_half_message(
+    tmp_path: Path, own: str
+) -> None:
+    async with run_broker(tmp_path / "s") as broker, producer() as p:
+        header = SendMessageRequestHeader(
+            producer_group=GROUP, topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=1, sys_flag=TRANSACTION_PREPARED_TYPE, born_timestamp=0, flag=0,
+            properties=f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02", batch=True,
+        )  # fmt: skip
+        body = raw_batch([(b"first", own), (b"\0second", own)])
+        request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body)
+        assert (await p.client.invoke(broker.address, request)).code == ResponseCode.SUCCESS
+        halves = await read_all(p.api, broker, HALF, 0)
+        assert len(halves) == 2
+
+        states = (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE)
+        for half, state in zip(halves, states, strict=True):
+            await p.api.end_transaction(broker.address, end_header_of(half, state), oneway=False)
+
+        delivered = await settle(p.api, broker, b"m1")
+        assert bodies(delivered) == [b"first", b"m1"]
+        got = delivered[0]
+        stored = broker.store.look_message(halves[0].commit_log_offset)
+        assert stored is not None
+        msg = committed_message(stored, TOPIC, 1)
+        expected = encode_record(
+            topic=TOPIC, body=bytes(msg.body), queue_id=1, flag=5, properties=msg.properties,
+            queue_offset=got.queue_offset, physical_offset=got.commit_log_offset,
+            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+            store_timestamp=got.store_timestamp, store_host=msg.store_host,
+            prepared_transaction_offset=halves[0].commit_log_offset,
+        )  # fmt: skip
+        view = broker.store.read_message(got.commit_log_offset)
+        assert view is not None and bytes(view) == expected
+        view.release()
+        ops = await read_all(p.api, broker, OP, 0)
+        assert [m.body for m in ops] == [b"0", b"1"]
+        for half in halves:  # both resolved: ending them again changes nothing
+            again = end_header_of(half, LocalTransactionState.COMMIT_MESSAGE)
+            await p.api.end_transaction(broker.address, again, oneway=False)
+        assert bodies(await settle(p.api, broker, b"m2")) == [b"first", b"m1", b"m2"]
+
+
+def end_header_of(half: MessageExt, state: LocalTransactionState) -> EndTransactionRequestHeader:
+    return EndTransactionRequestHeader(
+        producer_group=GROUP, tran_state_table_offset=half.queue_offset,
+        commit_log_offset=half.commit_log_offset, commit_or_rollback=state.value,
+        msg_id=half.msg_id,
+    )  # fmt: skip

@@ -18,6 +18,16 @@ In order:
   is answered with its code and nothing more happens, so the producer or
   the check can try again); then, for commit and rollback, the op record is
   written and the transaction is resolved.
+
+Two ways through, one outcome. The common END_TRANSACTION (COMMIT or
+ROLLBACK, a plain header, a half record in canonical form that passes every
+check) is handled in place: the header read without a header object, the
+half record read where it lies in the commit log (``record_facts``), and the
+committed record copied from it with the new topic, queue and properties
+(``MessageStore.put_derived``), with no MessageExt or StoreMessage made for
+it. Anything else (a refusal to explain, NOT_TYPE, an odd header or record)
+takes the general way, which decodes everything and says what is wrong; the
+quick way decides to leave before it changes anything.
 """
 
 from __future__ import annotations
@@ -25,17 +35,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 from apogee._util.clock import Clock
 from apogee.broker.transaction import (
+    COMMIT_DROPS,
+    HALF_FACTS,
     committed_message,
     destination,
     end_problem,
     lineage,
-    op_message,
+    lineage_of,
+    op_record,
 )
 from apogee.broker.transaction_book import TransactionBook
 from apogee.codes import ResponseCode
+from apogee.model.kernels import record_facts
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -43,13 +58,20 @@ from apogee.model.message import (
     HostPort,
     MessageExt,
 )
+from apogee.model.topic import TRANS_HALF_TOPIC
 from apogee.protocol.command import RemotingCommand
-from apogee.protocol.headers import EndTransactionRequestHeader
+from apogee.protocol.headers import INT64_MAX, INT64_MIN, EndTransactionRequestHeader
 from apogee.remoting.dispatch import RequestContext
 from apogee.store.interface import MessageStore
-from apogee.store.results import PutStatus
+from apogee.store.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
+
+_COMMIT = TRANSACTION_COMMIT_TYPE
+_ROLLBACK = TRANSACTION_ROLLBACK_TYPE
+#: fromTransactionCheck values the quick way takes; others go the general way
+_PLAIN_BOOLS = frozenset(("", "true", "false"))
+_INT32_MAX = 2**31 - 1
 
 _REFUSED_PUT_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
@@ -82,11 +104,79 @@ class EndTransactionHandler:
         self.committed = 0
         self.rolled_back = 0
 
-    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if self._settings.is_slave:
             return request.make_response(
                 ResponseCode.SLAVE_NOT_AVAILABLE, "a slave broker does not end transactions"
             )
+        ext = request.ext_fields
+        # The header, read as EndTransactionRequestHeader.from_ext would, for
+        # the plain case only: whatever it would refuse goes the general way.
+        try:
+            group = ext["producerGroup"]
+            queue_offset = int(ext["tranStateTableOffset"])
+            offset = int(ext["commitLogOffset"])
+            kind = int(ext["commitOrRollback"])
+        except (KeyError, ValueError, TypeError):
+            return self._handle(ctx, request)
+        if (
+            kind in (_COMMIT, _ROLLBACK)
+            and 0 <= offset <= INT64_MAX
+            and INT64_MIN <= queue_offset <= INT64_MAX
+            and "msgId" in ext
+            and ext.get("fromTransactionCheck", "") in _PLAIN_BOOLS
+        ):
+            answer = self._end_in_place(request, group, queue_offset, offset, kind)
+            if answer is not _Way.GENERAL:
+                return answer
+        return self._handle(ctx, request)
+
+    def _end_in_place(
+        self, request: RemotingCommand, group: str, queue_offset: int, offset: int, kind: int
+    ) -> RemotingCommand | _Way | None:
+        """The quick way (see the module docstring); ``_Way.GENERAL`` to take the other."""
+        store = self._store
+        view = store.read_message(offset)
+        if view is None:
+            return _Way.GENERAL
+        try:
+            facts = record_facts(view, HALF_FACTS, COMMIT_DROPS)
+            if facts is None:
+                return _Way.GENERAL
+            topic, half_queue, half_offset, at, values, kept = facts
+            half_group, real_topic, real_queue, lineage_text = values
+            if (
+                at != offset
+                or half_offset != queue_offset
+                or topic != TRANS_HALF_TOPIC
+                or half_group != group
+                or not real_topic
+                or not real_queue
+                or not real_queue.isdigit()
+                or not real_queue.isascii()  # int() of other digits may fail: said there
+                or int(real_queue) > _INT32_MAX  # refused there by the store, with the reason
+            ):
+                return _Way.GENERAL  # refused there, with the reason
+            family = lineage_of(lineage_text, half_offset)
+            if not self._book.is_open(family):
+                log.info("transaction %s (lineage %d) is already resolved",
+                         request.ext_fields.get("msgId"), family)  # fmt: skip
+                return None if request.is_oneway else request.make_response()
+            if kind == _COMMIT:
+                result = store.put_derived(view, real_topic, int(real_queue), _COMMIT, at, kept)
+                if not result.status.is_stored:
+                    return _refusal(request, result)
+                self._on_stored()
+                self.committed += 1
+            else:
+                self.rolled_back += 1
+        finally:
+            view.release()
+        self._resolve(half_queue, half_offset, family, request.ext_fields.get("msgId"))
+        return None if request.is_oneway else request.make_response()
+
+    def _handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """The general way: the header and the half message decoded in full."""
         header = EndTransactionRequestHeader.from_ext(request.ext_fields)
         kind = header.commit_or_rollback
         if kind == TRANSACTION_NOT_TYPE:
@@ -114,7 +204,7 @@ class EndTransactionHandler:
                 return refusal
         else:
             self.rolled_back += 1
-        self._resolve(half, family)
+        self._resolve(half.queue_id, half.queue_offset, family, half.uniq_key)
         return request.make_response()
 
     def _commit(self, request: RemotingCommand, half: MessageExt) -> RemotingCommand | None:
@@ -122,21 +212,33 @@ class EndTransactionHandler:
         assert target is not None  # end_problem checked it
         result = self._store.put(committed_message(half, *target))
         if not result.status.is_stored:
-            code = _REFUSED_PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
-            remark = (
-                f"{result.status.value}: {result.reason}" if result.reason else result.status.value
-            )
-            return request.make_response(code, remark)
+            return _refusal(request, result)
         self._on_stored()
         self.committed += 1
         return None
 
-    def _resolve(self, half: MessageExt, family: int) -> None:
-        op = self._store.put(op_message(half, self._settings.store_host, self._clock.now_ms()))
+    def _resolve(self, half_queue: int, half_offset: int, family: int, name: str | None) -> None:
+        """Write the op record of the half copy at ``half_offset``; resolve ``family``."""
+        op = self._store.put(
+            op_record(half_queue, half_offset, self._settings.store_host, self._clock.now_ms())
+        )
         if op.status.is_stored:
             self._on_stored()
             self._book.resolve(family, op.queue_offset)
         else:
             log.error("transaction %s resolved, but its op record was refused: %s",
-                      half.uniq_key, op.status.value)  # fmt: skip
+                      name, op.status.value)  # fmt: skip
             self._book.resolve(family)
+
+
+class _Way(Enum):
+    """What ``_end_in_place`` returns to send a request the general way."""
+
+    GENERAL = "general"
+
+
+def _refusal(request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    """The answer to a commit whose message the store refused."""
+    code = _REFUSED_PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+    remark = f"{result.status.value}: {result.reason}" if result.reason else result.status.value
+    return request.make_response(code, remark)
