@@ -2,7 +2,7 @@
 
 A broker of its own, whose retention deletes every commit-log file but the
 newest at each cleaning pass (``fileReservedTime=0``, every hour a
-``deleteWhen`` hour, 64 KiB files): a stream that has read the first
+``deleteWhen`` hour, 64 KiB files, a pass every second): a stream that has read the first
 messages falls behind while the files holding the next ones are deleted.
 """
 
@@ -28,6 +28,7 @@ RETENTION = {
     "mappedFileSizeCommitLog": str(64 * 1024),
     "fileReservedTime": "0",
     "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+    "cleanResourceInterval": "1000",
 }
 
 
@@ -77,7 +78,7 @@ def test_a_stream_behind_retention_fails_naming_the_lost_range_or_skips_it(
     shrinking.produce([(Message(topic_name, body(i)), 0) for i in range(5, 200)])
     cluster = Cluster.of(shrinking.namesrv)
     queue = cluster.queues(topic_name)[0]
-    # the cleaning pass (every 10 s) deletes the messages the stream has not read: every
+    # the cleaning pass (every second here) deletes the messages the stream has not read: every
     # commit-log file but the one written last and the empty one made ready after it
     # (kept: its successor has no write time yet); the queue's minimum stays put then
     commit_log = shrinking.root / "store" / "commitlog"

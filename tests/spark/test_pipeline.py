@@ -75,7 +75,7 @@ def test_the_orders_job_on_local_matches_a_plain_python_computation(
         result_topic=result,
         parquet_dir=str(work / "parquet"),
         checkpoint_dir=str(work / "checkpoint"),
-        max_offsets_per_trigger=1000,
+        max_offsets_per_trigger=1501,
         trigger_seconds=0.5,
     )
 

@@ -20,11 +20,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from apogee.model.message import Message
+from apogee.model.message import Message, MessageExt
 from apogee.model.topic import TRANS_HALF_TOPIC
 from apogee.spark._io import Cluster
 from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag
 from tests.spark.helpers import SparkCluster
+from tests.spark.test_sink_abort import unresolved
 from tests.spark.test_source_stream import wait_for
 
 ROW_SCHEMA = StructType(
@@ -160,7 +161,18 @@ def test_exactly_once_stream_survives_a_task_failing_mid_batch(
     }
     orphans = {(t.batch_id, t.token) for t in tags if t is not None} - committed
     assert orphans, "the failing attempt sent nothing before it failed"
-    time.sleep(4)  # a few check rounds: the failed attempt's halves are asked about
+
+    # the broker asks about the failed attempt's halves; once each is resolved (its op
+    # record is stored after a commit's message), none can still come into the topic
+    def orphaned() -> list[MessageExt]:  # every copy so far: checks renew the ones they ask
+        return [
+            m
+            for m in cluster.read(TRANS_HALF_TOPIC, 1)
+            if (t := TxnTag.parse(m.properties.get(TXN_PROPERTY, ""))) is not None
+            and (t.batch_id, t.token) in orphans
+        ]
+
+    wait_for(lambda: not unresolved(cluster, orphaned()), timeout_s=30)
     assert Counter(m.body for m in cluster.read(result)) == expected
 
 

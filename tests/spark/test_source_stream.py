@@ -51,26 +51,26 @@ def test_max_offsets_per_trigger_and_a_restart_from_the_checkpoint_lose_and_repe
     spark: Any, cluster: SparkCluster, topic_name: str, work: Path
 ) -> None:
     cluster.create_topic(topic_name, 4)
-    produce(cluster, topic_name, 0, 400)
+    produce(cluster, topic_name, 0, 200)
     df = stream(
         spark, cluster, topics=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="70"
     )
     out, checkpoint = work / "out", work / "checkpoint"
 
     first = run_available_now(df, out, checkpoint)
-    produce(cluster, topic_name, 400, 250)
+    produce(cluster, topic_name, 200, 130)
     second = run_available_now(df, out, checkpoint)
 
     sizes = [p["numInputRows"] for p in first + second]
     assert max(sizes) <= 70
-    assert sum(p["numInputRows"] for p in first) == 400
-    assert sum(p["numInputRows"] for p in second) == 250
+    assert sum(p["numInputRows"] for p in first) == 200
+    assert sum(p["numInputRows"] for p in second) == 130
     bodies = [r.body for r in spark.read.parquet(str(out)).collect()]
-    assert len(bodies) == 650
-    assert set(bodies) == {f"m{i}" for i in range(650)}
+    assert len(bodies) == 330
+    assert set(bodies) == {f"m{i}" for i in range(330)}
     # the lag the source reports with each batch: what is still waiting after it
     lag = [json.loads(p["sources"][0]["latestOffset"])["offsetsBehindLatest"] for p in first]
-    assert lag[0]["total"] == 400 - 70
+    assert lag[0]["total"] == 200 - 70
     assert lag[-1]["total"] == 0
 
 

@@ -62,7 +62,6 @@ from apogee.store.recovery import RecoveryProgress
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
-CLEAN_INTERVAL_S = 10.0
 CONFIG_RETRY_INTERVAL_S = 5.0  # config files a full disk refused are written again
 STATS_SAMPLE_INTERVAL_S = 1.0
 STOP_DRAIN_S = 3.0
@@ -220,12 +219,13 @@ class Broker(BrokerBase):
         config, store = self.config, self.store
         offsets_s = config.flush_consumer_offset_interval_ms / 1000
         delays_s = config.flush_delay_offset_interval_ms / 1000
+        clean_s = config.store.clean_resource_interval_ms / 1000
         self.tasks = [
             PeriodicTask("persist-offsets", offsets_s, self.managers.persist_offsets),
             PeriodicTask("persist-delay-offsets", delays_s, self.managers.persist_delay_offsets),
             PeriodicTask("retry-config-files", CONFIG_RETRY_INTERVAL_S, self.files.retry_unsaved),
             PeriodicTask("client-expiry", CLIENT_SCAN_INTERVAL_S, self.clients.scan_expired),
-            PeriodicTask("store-clean", CLEAN_INTERVAL_S, store.clean_step),
+            PeriodicTask("store-clean", clean_s, store.clean_step),
             PeriodicTask("stats", STATS_SAMPLE_INTERVAL_S, self.stats.sample),
         ]
         if self.acl is not None:

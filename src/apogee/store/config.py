@@ -93,6 +93,7 @@ class StoreConfig:
     disk_space_clean_forcibly_ratio_percent: int = 85  # diskSpaceCleanForciblyRatio
     disk_space_warning_level_ratio_percent: int = 90  # diskSpaceWarningLevelRatio
     clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
+    clean_resource_interval_ms: int = 10_000  # cleanResourceInterval (one retention pass each)
     # --- reads
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_on_message_in_memory: int = 32  # maxTransferCountOnMessageInMemory
@@ -115,6 +116,8 @@ class StoreConfig:
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
         if self.max_message_size_bytes <= 0:
             raise ConfigError("maxMessageSize must be positive")
+        if self.clean_resource_interval_ms <= 0:
+            raise ConfigError("cleanResourceInterval must be positive")
         parse_delay_levels(self.message_delay_level)
         for hour in self.delete_when.split(";"):
             if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
@@ -202,6 +205,7 @@ STORE_PROPERTY_KEYS: dict[str, str] = {
     "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio_percent",
     "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio_percent",
     "cleanFileForciblyEnable": "clean_file_forcibly_enable",
+    "cleanResourceInterval": "clean_resource_interval_ms",
     "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
     "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
     "maxTransferBytesOnMessageInDisk": "max_transfer_bytes_on_message_in_disk",

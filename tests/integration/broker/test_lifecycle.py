@@ -17,7 +17,7 @@ from apogee.model.message_codec import iter_records
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.framing import FrameDecoder
 from apogee.remoting.client import RemotingClient
-from apogee.testing.cluster import run_broker
+from apogee.testing.cluster import eventually, run_broker
 from tests.integration.broker.wire import pull, send
 
 CPP_DATA = Path(__file__).resolve().parents[2] / "data" / "cpp"
@@ -152,3 +152,24 @@ async def test_a_damaged_config_file_falls_back_to_its_backup(tmp_path: Path) ->
     (store / "config" / "consumerOffset.json").write_bytes(b'{"offsetTable": {"T@cg": {"0"')
     async with run_broker(store) as b:
         assert b.offsets.query("cg", "T", 0) == 5
+
+
+async def test_expired_files_go_at_the_next_pass_of_clean_resource_interval(tmp_path: Path) -> None:
+    # every file expires at once, every hour is a deleteWhen hour: only the pass timer waits
+    store = {
+        "clean_resource_interval_ms": 200,
+        "file_reserved_time_hours": 0,
+        "delete_when": ";".join(f"{h:02d}" for h in range(24)),
+        "mapped_file_size_commit_log_bytes": 4096,
+    }
+    async with run_broker(tmp_path / "store", store=store) as broker, RemotingClient() as client:
+        for _ in range(20):
+            answer = await send(client, broker.address, "T", b"x" * 1000)
+            assert answer.code == ResponseCode.SUCCESS
+        commit_log = tmp_path / "store" / "commitlog"
+        assert len(list(commit_log.iterdir())) > 4
+
+        async def cleaned() -> bool:
+            return len(list(commit_log.iterdir())) <= 2
+
+        await eventually(cleaned, timeout_s=3)  # the default pass comes every 10 s

@@ -77,6 +77,7 @@ def test_unknown_keys_are_named(tmp_path: Path) -> None:
         ({"transactionCheckInterval": "0"}, "transactionCheckInterval"),
         ({"transactionTimeOut": "-1"}, "transactionTimeOut"),
         ({"transactionCheckMax": "0"}, "transactionCheckMax"),
+        ({"cleanResourceInterval": "0"}, "cleanResourceInterval"),
     ],
 )
 def test_bad_values_are_named(props: dict[str, str], message: str) -> None:
@@ -125,6 +126,12 @@ def test_transaction_keys_are_rocketmqs() -> None:
     assert config.transaction_timeout_ms == 3000
     assert config.transaction_check_max == 5
     assert config.reject_transaction_message
+
+
+def test_the_retention_pass_interval_is_rocketmqs_clean_resource_interval() -> None:
+    assert BrokerConfig().store.clean_resource_interval_ms == 10_000
+    config = broker_config_from_properties({"cleanResourceInterval": "1000"})
+    assert config.store.clean_resource_interval_ms == 1000
 
 
 def test_register_period_is_clamped_to_10_to_60_seconds() -> None:
