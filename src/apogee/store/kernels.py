@@ -15,7 +15,8 @@ Layouts: the record in ``apogee.model.message_codec``, the index file in
 One source, two builds, as ``apogee.model.kernels`` (which this module
 calls at C level through ``kernels.pxd`` when compiled, and as Python
 functions when interpreted, from the model's source even where only the
-model's module was compiled): bytes are reached through the helpers below,
+model's module was compiled): bytes are reached through the helpers below
+and the integer readers and writers of ``apogee._util.bytes_be``,
 ``unsigned char *`` compiled and a memoryview interpreted; all else is one
 code path. Buffers are released before a kernel returns, so a mapping they
 came from can be closed.
@@ -34,6 +35,7 @@ from apogee.model.message_codec import BatchRecord
 from apogee.store.dispatch import DispatchEntry
 
 if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import get32, put32, put64
     from cython.cimports.apogee.model.kernels import (
         fields_of_utf8,
         fold_str,
@@ -53,6 +55,7 @@ if cython.compiled:
     from cython.cimports.libc.string import memcpy
     from cython.cimports.posix.unistd import pwrite
 else:
+    from apogee._util.bytes_be import get32, put32, put64
     from apogee._util.compiled import is_compiled, load_interpreted
     from apogee.model import kernels as _model
 
@@ -95,52 +98,8 @@ Hashes = list[int]
 #: (rec, key) and the index file header's fields, as index_put returns them
 IndexState = tuple[int, int, int, int, int, int, int, int]
 
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 # -- bytes: the only code that differs between the builds -----------------------
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _get32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(
-            cython.int,
-            (cython.cast(cython.uint, p[at]) << 24)
-            | (cython.cast(cython.uint, p[at + 1]) << 16)
-            | (cython.cast(cython.uint, p[at + 2]) << 8)
-            | cython.cast(cython.uint, p[at + 3]),
-        )
-    value: int = _I32.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-def _put32(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
-    if cython.compiled:
-        u: cython.uint = cython.cast(cython.uint, v)
-        p[at] = cython.cast(cython.uchar, u >> 24)
-        p[at + 1] = cython.cast(cython.uchar, u >> 16)
-        p[at + 2] = cython.cast(cython.uchar, u >> 8)
-        p[at + 3] = cython.cast(cython.uchar, u)
-    else:
-        _I32.pack_into(p, at, v)  # struct.error past int32
-    return 0
-
-
-@cython.cfunc
-@cython.inline
-def _put64(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.int:
-    if cython.compiled:
-        u: cython.ulonglong = cython.cast(cython.ulonglong, v)
-        _put32(p, at, cython.cast(cython.int, cython.cast(cython.uint, u >> 32)))
-        _put32(p, at + 4, cython.cast(cython.int, cython.cast(cython.uint, u)))
-    else:
-        _I64.pack_into(p, at, v)  # struct.error past int64
-    return 0
 
 
 @cython.cfunc
@@ -497,9 +456,9 @@ def _write_units(  # noqa: PLR0917
         if size < INT32_MIN or size > INT32_MAX or wrote < 0 or wrote + CQ_UNIT > out_len:
             raise struct.error("a unit does not fit")
         w: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, wrote)
-        _put64(out, w, e[2])
-        _put32(out, w + 8, cython.cast(cython.int, size))
-        _put64(out, w + 12, e[4])
+        put64(out, w, e[2])
+        put32(out, w + 8, cython.cast(cython.int, size))
+        put64(out, w + 12, e[4])
         wrote += CQ_UNIT
         count += 1
         i += 1
@@ -676,7 +635,7 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if slot < 0:  # C's remainder; Python's is never negative
                 slot += slot_num
             slot_pos = cython.cast(cython.Py_ssize_t, INDEX_HEADER + slot * INDEX_SLOT)
-            prev = _get32(base, slot_pos)
+            prev = get32(base, slot_pos)
             if prev <= 0 or prev >= count:
                 prev = 0
                 slot_count += 1
@@ -689,10 +648,10 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if begin_ts > 0 and ts > begin_ts:  # ts - begin_ts cannot overflow then
                 diff = min((ts - begin_ts) // 1000, INT32_MAX)
             e = cython.cast(cython.Py_ssize_t, entries_pos + count * INDEX_ENTRY)
-            _put32(base, e, cython.cast(cython.int, h))
-            _put64(base, e + 4, phy)
-            _put32(base, e + 12, cython.cast(cython.int, diff))
-            _put32(base, e + 16, prev)
+            put32(base, e, cython.cast(cython.int, h))
+            put64(base, e + 4, phy)
+            put32(base, e + 12, cython.cast(cython.int, diff))
+            put32(base, e + 16, prev)
             count += 1
             end_phy = phy
             # the newest time rather than RocketMQ's last one: a clock stepping
@@ -700,14 +659,14 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if ts > end_ts:  # noqa: PLR1730
                 end_ts = ts
             _store_barrier()  # entry, then header, then slot
-            _put64(base, 0, begin_ts)
-            _put64(base, 8, end_ts)
-            _put64(base, 16, begin_phy)
-            _put64(base, 24, phy)
-            _put32(base, 32, cython.cast(cython.int, slot_count))
-            _put32(base, 36, cython.cast(cython.int, count))
+            put64(base, 0, begin_ts)
+            put64(base, 8, end_ts)
+            put64(base, 16, begin_phy)
+            put64(base, 24, phy)
+            put32(base, 32, cython.cast(cython.int, slot_count))
+            put32(base, 36, cython.cast(cython.int, count))
             _store_barrier()
-            _put32(base, slot_pos, cython.cast(cython.int, count - 1))
+            put32(base, slot_pos, cython.cast(cython.int, count - 1))
             key += 1
         if not full:
             rec += 1
