@@ -31,6 +31,11 @@ from apogee.errors import InvalidMessageError
 from apogee.model.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message
 from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
+if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import put16, put32
+else:
+    from apogee._util.bytes_be import put16, put32
+
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _UNIQ_FIELD = f"{_UNIQ}\x01".encode()  # the name and its separator, before the key
 _FIXED = cython.declare(cython.Py_ssize_t, 22)  # framing bytes of one message
@@ -40,28 +45,10 @@ _HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGICCODE BODYCRC FLAG BODYLEN
 _I16 = struct.Struct(">h")
 
 
-# The writers of _write: a few C statements a field once compiled. Interpreted
-# (``p`` is then the bytearray itself) they would cost a call a field, which is
-# why interpreted code joins the parts instead (``_joined``).
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _put_i32(p: cython.p_uchar, at: cython.Py_ssize_t, value: cython.int) -> cython.void:
-    v: cython.uint = cython.cast(cython.uint, value)
-    p[at] = (v >> 24) & 0xFF
-    p[at + 1] = (v >> 16) & 0xFF
-    p[at + 2] = (v >> 8) & 0xFF
-    p[at + 3] = v & 0xFF
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _put_i16(p: cython.p_uchar, at: cython.Py_ssize_t, value: cython.int) -> cython.void:
-    p[at] = (value >> 8) & 0xFF
-    p[at + 1] = value & 0xFF
+# The writers of _write (with bytes_be's put16/put32 for the numbers): a few C
+# statements a field once compiled. Interpreted (``p`` is then the bytearray
+# itself) they would cost a call a field, which is why interpreted code joins
+# the parts instead (``_joined``).
 
 
 @cython.cfunc
@@ -203,13 +190,13 @@ def _write(  # noqa: PLR0917  # private, positional on purpose
             plen = uniq_len + klen + 1
         else:
             plen = len(encoded)
-        _put_i32(p, at, _FIXED + blen + plen)  # TOTALSIZE; MAGICCODE and BODYCRC stay 0
-        _put_i32(p, at + 12, msg.flag)
-        _put_i32(p, at + 16, blen)
+        put32(p, at, _FIXED + blen + plen)  # TOTALSIZE; MAGICCODE and BODYCRC stay 0
+        put32(p, at + 12, msg.flag)
+        put32(p, at + 16, blen)
         at += 20
         _put_bytes(p, at, src, blen)
         at += blen
-        _put_i16(p, at, plen)
+        put16(p, at, plen)
         at += 2
         if encoded is None:
             _put_bytes(p, at, uniq_field, uniq_len)

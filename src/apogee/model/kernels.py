@@ -25,8 +25,9 @@ first line) where a C compiler is at hand, and the same file runs
 interpreted otherwise (``APOGEE_PURE_PYTHON=1`` forces that). The builds
 differ only in how bytes are reached: compiled, a buffer is taken with
 ``PyObject_GetBuffer`` and read or written through a ``unsigned char *``;
-interpreted, the same helpers (``_get32``, ``_put32``, ``_copy``, ...) work
-on a memoryview or bytes with ``struct``. Everything above those helpers is
+interpreted, the same helpers (``get32``, ``put32``, ... from
+``apogee._util.bytes_be``, and ``_copy``, ``_find``, ... here) work on a
+memoryview or bytes with ``struct``. Everything above those helpers is
 one code path. A number that does not fit its field raises OverflowError
 compiled (argument conversion) and struct.error interpreted; callers catch
 both. ``kernels.pxd`` declares what ``apogee.store.kernels`` calls at C level
@@ -45,6 +46,7 @@ from apogee.errors import ProtocolError
 from apogee.model.message import BatchItem
 
 if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import get16, get32, get64, put16, put32, put64
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
         PyBUF_WRITABLE,
@@ -62,6 +64,8 @@ if cython.compiled:
         PyUnicode_KIND,
     )
     from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
+else:
+    from apogee._util.bytes_be import get16, get32, get64, put16, put32, put64
 
 MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
@@ -79,74 +83,7 @@ _new_tuple = tuple.__new__
 # would claim a cached hash of 0.
 _ALLOC_ITEMS = cython.declare(cython.bint, sys.version_info < (3, 14))
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
 # -- bytes: the only code that differs between the builds -----------------------
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _get16(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(cython.short, (p[at] << 8) | p[at + 1])
-    value: int = _I16.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _get32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(
-            cython.int,
-            (cython.cast(cython.uint, p[at]) << 24)
-            | (cython.cast(cython.uint, p[at + 1]) << 16)
-            | (cython.cast(cython.uint, p[at + 2]) << 8)
-            | cython.cast(cython.uint, p[at + 3]),
-        )
-    value: int = _I32.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-def _put16(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
-    if cython.compiled:
-        p[at] = cython.cast(cython.uchar, v >> 8)
-        p[at + 1] = cython.cast(cython.uchar, v)
-    else:
-        _I16.pack_into(p, at, v)  # struct.error past int16
-    return 0
-
-
-@cython.cfunc
-@cython.inline
-def _put32(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
-    if cython.compiled:
-        u: cython.uint = cython.cast(cython.uint, v)
-        p[at] = cython.cast(cython.uchar, u >> 24)
-        p[at + 1] = cython.cast(cython.uchar, u >> 16)
-        p[at + 2] = cython.cast(cython.uchar, u >> 8)
-        p[at + 3] = cython.cast(cython.uchar, u)
-    else:
-        _I32.pack_into(p, at, v)  # struct.error past int32
-    return 0
-
-
-@cython.cfunc
-@cython.inline
-def _put64(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.int:
-    if cython.compiled:
-        u: cython.ulonglong = cython.cast(cython.ulonglong, v)
-        _put32(p, at, cython.cast(cython.int, cython.cast(cython.uint, u >> 32)))
-        _put32(p, at + 4, cython.cast(cython.int, cython.cast(cython.uint, u)))
-    else:
-        _I64.pack_into(p, at, v)  # struct.error past int64
-    return 0
 
 
 @cython.cfunc
@@ -416,33 +353,33 @@ def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
     if total_size < 0:  # the formula counts the host bytes given, as RocketMQ does
         total_size = 90 + body_len + topic_len + props_len + born_len + store_len - 16
     at: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, pos)
-    _put32(out, at + 8, crc)
-    _put32(out, at + 12, queue_id)
-    _put32(out, at + 16, flag)
-    _put64(out, at + 20, queue_offset)
-    _put64(out, at + 28, physical_offset)
-    _put32(out, at + 36, sys_flag)
-    _put64(out, at + 40, born_timestamp)
+    put32(out, at + 8, crc)
+    put32(out, at + 12, queue_id)
+    put32(out, at + 16, flag)
+    put64(out, at + 20, queue_offset)
+    put64(out, at + 28, physical_offset)
+    put32(out, at + 36, sys_flag)
+    put64(out, at + 40, born_timestamp)
     p: cython.Py_ssize_t = at + 48
     _put_host(out, p, born_host, born_len, born_field)
     p += born_field
-    _put64(out, p, store_timestamp)
+    put64(out, p, store_timestamp)
     p += 8
     _put_host(out, p, store_host, store_len, store_field)
     p += store_field
-    _put32(out, p, reconsume_times)
-    _put64(out, p + 4, prepared)
-    _put32(out, p + 12, cython.cast(cython.int, body_len))
+    put32(out, p, reconsume_times)
+    put64(out, p + 4, prepared)
+    put32(out, p + 12, cython.cast(cython.int, body_len))
     p += 16
     _copy(out, p, body, body_len)
     p += body_len
     _copy(out, p, topic_field, topic_len)
     p += topic_len
-    _put16(out, p, cython.cast(cython.int, props_len))
+    put16(out, p, cython.cast(cython.int, props_len))
     _copy(out, p + 2, properties, props_len)
     _store_barrier()
-    _put32(out, at, cython.cast(cython.int, total_size))
-    _put32(out, at + 4, MAGIC_V1)
+    put32(out, at, cython.cast(cython.int, total_size))
+    put32(out, at + 4, MAGIC_V1)
     return total_size
 
 
@@ -545,19 +482,19 @@ def _split_batch(view: memoryview, p: cython.p_uchar, end: cython.Py_ssize_t) ->
     while pos < end:
         if end - pos < 22:
             raise ProtocolError(f"batch message at byte {pos}: cut short")
-        total = _get32(p, pos)
-        body_len = _get32(p, pos + 16)
+        total = get32(p, pos)
+        body_len = get32(p, pos + 16)
         props_at = pos + 20 + body_len + 2
         if body_len < 0 or total < 22 or props_at > end or total > end - pos:
             raise ProtocolError(f"batch message at byte {pos}: bad length fields")
-        props_len = _get16(p, props_at - 2)
+        props_len = get16(p, props_at - 2)
         if props_len < 0 or props_at + props_len != pos + total:
             raise ProtocolError(f"batch message at byte {pos}: total size disagrees")
         try:
             props = _utf8_strict(p, props_at, props_at + props_len)
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"batch message at byte {pos}: properties not UTF-8") from exc
-        items.append(_batch_item(_get32(p, pos + 12), view[pos + 20 : props_at - 2], props))
+        items.append(_batch_item(get32(p, pos + 12), view[pos + 20 : props_at - 2], props))
         pos += total
     return items
 
@@ -588,18 +525,6 @@ RecordFacts = tuple[str, int, int, int, tuple[str | None, ...], bytes]
 #: Property names as UTF-8 (an alias, so that Cython takes any sequence)
 Names = tuple[bytes, ...]
 _MAX_NAMES = cython.declare(cython.Py_ssize_t, 16)
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _get64(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.longlong:
-    if cython.compiled:
-        high: cython.ulonglong = cython.cast(cython.uint, _get32(p, at))
-        low: cython.ulonglong = cython.cast(cython.uint, _get32(p, at + 4))
-        return cython.cast(cython.longlong, (high << 32) | low)
-    value: int = _I64.unpack_from(p, at)[0]
-    return value
 
 
 @cython.cfunc
@@ -690,15 +615,15 @@ def record_facts(record: object, wanted: tuple[bytes, ...],
 def _record_facts(  # one pass; each way out is a reason to decode
     p: cython.p_uchar, n: cython.Py_ssize_t, wanted: Names, dropped: Names
 ) -> RecordFacts | None:
-    if n < 91 or _get32(p, 0) != n or _get32(p, 4) != MAGIC_V1:
+    if n < 91 or get32(p, 0) != n or get32(p, 4) != MAGIC_V1:
         return None
-    sys_flag: cython.int = _get32(p, 36)
+    sys_flag: cython.int = get32(p, 36)
     at: cython.Py_ssize_t = (
         48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
     )  # the body length
     if at + 4 > n:
         return None
-    body_len: cython.Py_ssize_t = _get32(p, at)
+    body_len: cython.Py_ssize_t = get32(p, at)
     at += 4
     if body_len < 0 or body_len > n - at - 1:
         return None
@@ -711,7 +636,7 @@ def _record_facts(  # one pass; each way out is a reason to decode
         return None
     topic = _utf8_strict(p, at, at + topic_len)
     at += topic_len
-    props_len: cython.Py_ssize_t = _get16(p, at)
+    props_len: cython.Py_ssize_t = get16(p, at)
     at += 2
     if props_len < 0 or at + props_len != n or (props_len and p[n - 1] != 0x02):
         return None  # a cut tail (zeros) ends without 0x02 too
@@ -738,7 +663,7 @@ def _record_facts(  # one pass; each way out is a reason to decode
             kept_len -= end + 1 - start
         start = end + 1
     return (
-        topic, _get32(p, 12), _get64(p, 20), _get64(p, 28), tuple(values),
+        topic, get32(p, 12), get64(p, 20), get64(p, 28), tuple(values),
         _kept(p, at, n, dropped, kept_len),
     )  # fmt: skip
 

@@ -32,13 +32,13 @@ one message only and raises ``ProtocolError`` when that part is accessed, so
 the good messages around it stay readable.
 
 This module is compiled by Cython when a C compiler is at hand (the first
-line); the same source runs interpreted otherwise. ``_i16``/``_i32``/``_i64``
-are the only places where the two differ in how they read bytes.
+line); the same source runs interpreted otherwise. ``get16``/``get32``/``get64``
+(``apogee._util.bytes_be``, inlined C compiled and ``struct`` interpreted) are
+the only places where the two differ in how they read bytes.
 """
 
 from __future__ import annotations
 
-import struct
 import zlib
 
 import cython
@@ -61,6 +61,11 @@ from apogee.model.message import (
 from apogee.model.message_codec import unpack_host
 from apogee.model.msgid import create_offset_msg_id
 
+if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import get16, get32, get64
+else:
+    from apogee._util.bytes_be import get16, get32, get64
+
 _MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7
 _MAGIC_V2 = cython.declare(cython.int, -626843477)  # 0xDAA320AB
 _MIN_RECORD = cython.declare(cython.Py_ssize_t, 91)
@@ -69,50 +74,6 @@ _STORE_V6 = cython.declare(cython.int, STOREHOSTADDRESS_V6_FLAG)
 _COMPRESSED = cython.declare(cython.int, COMPRESSED_FLAG)
 _TYPE_MASK = cython.declare(cython.int, COMPRESSION_TYPE_MASK)
 _ZLIB = cython.declare(cython.int, COMPRESSION_ZLIB)
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _i16(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(cython.short, (p[at] << 8) | p[at + 1])
-    value: int = _I16.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _i32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(
-            cython.int,
-            (cython.cast(cython.uint, p[at]) << 24)
-            | (cython.cast(cython.uint, p[at + 1]) << 16)
-            | (cython.cast(cython.uint, p[at + 2]) << 8)
-            | cython.cast(cython.uint, p[at + 3]),
-        )
-    value: int = _I32.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _i64(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.longlong:
-    if cython.compiled:
-        return cython.cast(
-            cython.longlong,
-            (cython.cast(cython.ulonglong, cython.cast(cython.uint, _i32(p, at))) << 32)
-            | cython.cast(cython.ulonglong, cython.cast(cython.uint, _i32(p, at + 4))),
-        )
-    value: int = _I64.unpack_from(p, at)[0]
-    return value
 
 
 @cython.final
@@ -367,20 +328,20 @@ def _frame(
     """
     if end - pos < _MIN_RECORD:
         raise _bad(pos, f"cut short: {end - pos} bytes left, a record has at least 91")
-    total: cython.Py_ssize_t = _i32(p, pos)
-    magic: cython.int = _i32(p, pos + 4)
+    total: cython.Py_ssize_t = get32(p, pos)
+    magic: cython.int = get32(p, pos + 4)
     if magic not in (_MAGIC_V1, _MAGIC_V2):
         raise _bad(pos, f"bad magic 0x{magic & 0xFFFFFFFF:08X}")
     if total < _MIN_RECORD or total > end - pos:
         raise _bad(pos, f"total size {total} out of range ({end - pos} bytes left)")
     record_end: cython.Py_ssize_t = pos + total
-    sys_flag: cython.int = _i32(p, pos + 36)
+    sys_flag: cython.int = get32(p, pos + 36)
     store_at: cython.Py_ssize_t = pos + (76 if sys_flag & _HOST_V6 else 64)  # STOREHOST
     rest: cython.Py_ssize_t = store_at + (20 if sys_flag & _STORE_V6 else 8)  # RECONSUMETIMES
     body_at: cython.Py_ssize_t = rest + 16
     if body_at > record_end:
         raise _bad(pos, "fixed fields overrun the total size")
-    body_len: cython.Py_ssize_t = _i32(p, rest + 12)
+    body_len: cython.Py_ssize_t = get32(p, rest + 12)
     if body_len < 0 or body_len > record_end - body_at:
         raise _bad(pos, f"body length {body_len} out of range")
     topic_at: cython.Py_ssize_t = body_at + body_len
@@ -402,7 +363,7 @@ def _frame(
     if p[topic_at + topic_len - 1] == 0:
         raise _bad(pos, "topic ends in a zero byte (a record cut short)")
     props_at: cython.Py_ssize_t = topic_at + topic_len + 2
-    props_len: cython.Py_ssize_t = _i16(p, props_at - 2)
+    props_len: cython.Py_ssize_t = get16(p, props_at - 2)
     if props_len < 0 or props_at + props_len != record_end:
         raise _bad(pos, f"properties length {props_len} disagrees with the total size")
     if props_len > 0 and p[record_end - 1] == 0:
@@ -426,15 +387,15 @@ def _fill(msg: ReceivedMessage, data: bytes, p: cython.p_uchar) -> cython.void:
     sys_flag: cython.int = msg.sys_flag
     store_at: cython.Py_ssize_t = pos + (76 if sys_flag & _HOST_V6 else 64)
     rest: cython.Py_ssize_t = store_at + (20 if sys_flag & _STORE_V6 else 8)
-    msg.body_crc = _i32(p, pos + 8)
-    msg.queue_id = _i32(p, pos + 12)
-    msg.flag = _i32(p, pos + 16)
-    msg.queue_offset = _i64(p, pos + 20)
-    msg.commit_log_offset = _i64(p, pos + 28)
-    msg.born_timestamp = _i64(p, pos + 40)
-    msg.store_timestamp = _i64(p, store_at - 8)
-    msg.reconsume_times = _i32(p, rest)
-    msg.prepared_transaction_offset = _i64(p, rest + 4)
+    msg.body_crc = get32(p, pos + 8)
+    msg.queue_id = get32(p, pos + 12)
+    msg.flag = get32(p, pos + 16)
+    msg.queue_offset = get64(p, pos + 20)
+    msg.commit_log_offset = get64(p, pos + 28)
+    msg.born_timestamp = get64(p, pos + 40)
+    msg.store_timestamp = get64(p, store_at - 8)
+    msg.reconsume_times = get32(p, rest)
+    msg.prepared_transaction_offset = get64(p, rest + 4)
     msg._data = data
     msg._body = None
     msg._props = None

@@ -8,54 +8,26 @@ walk cannot be, since each record's position depends on the one before.
 
 This module is compiled by Cython when a C compiler is at hand (the first
 line); the same source runs interpreted otherwise (``APOGEE_PURE_PYTHON``),
-with the same results. ``_i32``/``_i64`` are the only places where the two
-differ in how they read bytes.
+with the same results. ``get32``/``get64`` (``apogee._util.bytes_be``,
+inlined C compiled and ``struct`` interpreted) are the only places where the
+two differ in how they read bytes.
 """
 
 from __future__ import annotations
-
-import struct
 
 import cython
 
 from apogee.errors import ProtocolError
 
+if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import get32, get64
+else:
+    from apogee._util.bytes_be import get32, get64
+
 #: The fixed fields of a record with IPv4 hosts, up to BODYLEN: the least a record has.
 MIN_RECORD = 88
 _MIN = cython.declare(cython.Py_ssize_t, MIN_RECORD)
 _QUEUE_OFFSET_AT = cython.declare(cython.Py_ssize_t, 20)
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _i32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(
-            cython.int,
-            (cython.cast(cython.uint, p[at]) << 24)
-            | (cython.cast(cython.uint, p[at + 1]) << 16)
-            | (cython.cast(cython.uint, p[at + 2]) << 8)
-            | cython.cast(cython.uint, p[at + 3]),
-        )
-    value: int = _I32.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _i64(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.longlong:
-    if cython.compiled:
-        return cython.cast(
-            cython.longlong,
-            (cython.cast(cython.ulonglong, cython.cast(cython.uint, _i32(p, at))) << 32)
-            | cython.cast(cython.ulonglong, cython.cast(cython.uint, _i32(p, at + 4))),
-        )
-    value: int = _I64.unpack_from(p, at)[0]
-    return value
 
 
 def record_starts(body: bytes, end_offset: int) -> tuple[list[int], int, int]:
@@ -76,10 +48,10 @@ def record_starts(body: bytes, end_offset: int) -> tuple[list[int], int, int]:
     while pos < size:
         if size - pos < _MIN:
             raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-        total = _i32(p, pos)
+        total = get32(p, pos)
         if total <= 0 or total > size - pos:
             raise ProtocolError(f"record at byte {pos} of a pull body is cut short")
-        qoff = _i64(p, pos + _QUEUE_OFFSET_AT)
+        qoff = get64(p, pos + _QUEUE_OFFSET_AT)
         if qoff >= end:
             break
         next_offset = qoff + 1

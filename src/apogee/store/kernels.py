@@ -15,7 +15,8 @@ Layouts: the record in ``apogee.model.message_codec``, the index file in
 One source, two builds, as ``apogee.model.kernels`` (which this module
 calls at C level through ``kernels.pxd`` when compiled, and as Python
 functions when interpreted, from the model's source even where only the
-model's module was compiled): bytes are reached through the helpers below,
+model's module was compiled): bytes are reached through the helpers below
+and the integer readers and writers of ``apogee._util.bytes_be``,
 ``unsigned char *`` compiled and a memoryview interpreted; all else is one
 code path. Buffers are released before a kernel returns, so a mapping they
 came from can be closed.
@@ -34,6 +35,7 @@ from apogee.model.message_codec import BatchRecord
 from apogee.store.dispatch import DispatchEntry
 
 if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import get32, put16, put32, put64
     from cython.cimports.apogee.model.kernels import (
         fields_of_utf8,
         fold_str,
@@ -53,6 +55,7 @@ if cython.compiled:
     from cython.cimports.libc.string import memcpy
     from cython.cimports.posix.unistd import pwrite
 else:
+    from apogee._util.bytes_be import get32, put16, put32, put64
     from apogee._util.compiled import is_compiled, load_interpreted
     from apogee.model import kernels as _model
 
@@ -95,53 +98,8 @@ Hashes = list[int]
 #: (rec, key) and the index file header's fields, as index_put returns them
 IndexState = tuple[int, int, int, int, int, int, int, int]
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 # -- bytes: the only code that differs between the builds -----------------------
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _get32(p: cython.p_uchar, at: cython.Py_ssize_t) -> cython.int:
-    if cython.compiled:
-        return cython.cast(
-            cython.int,
-            (cython.cast(cython.uint, p[at]) << 24)
-            | (cython.cast(cython.uint, p[at + 1]) << 16)
-            | (cython.cast(cython.uint, p[at + 2]) << 8)
-            | cython.cast(cython.uint, p[at + 3]),
-        )
-    value: int = _I32.unpack_from(p, at)[0]
-    return value
-
-
-@cython.cfunc
-@cython.inline
-def _put32(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
-    if cython.compiled:
-        u: cython.uint = cython.cast(cython.uint, v)
-        p[at] = cython.cast(cython.uchar, u >> 24)
-        p[at + 1] = cython.cast(cython.uchar, u >> 16)
-        p[at + 2] = cython.cast(cython.uchar, u >> 8)
-        p[at + 3] = cython.cast(cython.uchar, u)
-    else:
-        _I32.pack_into(p, at, v)  # struct.error past int32
-    return 0
-
-
-@cython.cfunc
-@cython.inline
-def _put64(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.int:
-    if cython.compiled:
-        u: cython.ulonglong = cython.cast(cython.ulonglong, v)
-        _put32(p, at, cython.cast(cython.int, cython.cast(cython.uint, u >> 32)))
-        _put32(p, at + 4, cython.cast(cython.int, cython.cast(cython.uint, u)))
-    else:
-        _I64.pack_into(p, at, v)  # struct.error past int64
-    return 0
 
 
 @cython.cfunc
@@ -398,17 +356,6 @@ MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 
 @cython.cfunc
 @cython.inline
-def _put16(p: cython.p_uchar, at: cython.Py_ssize_t, v: cython.int) -> cython.int:
-    if cython.compiled:
-        p[at] = cython.cast(cython.uchar, v >> 8)
-        p[at + 1] = cython.cast(cython.uchar, v)
-    else:
-        _I16.pack_into(p, at, v)
-    return 0
-
-
-@cython.cfunc
-@cython.inline
 def _copy(out: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar,
           src_at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:  # fmt: skip
     """``out[at:at + n] = src[src_at:src_at + n]``."""
@@ -427,13 +374,13 @@ def _body_at(p: cython.p_uchar, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
     Checked: the size field, the magic, and that the body leaves room for a
     topic field and a properties length.
     """
-    if n < 91 or _get32(p, 0) != n or _get32(p, 4) != MAGIC_V1:
+    if n < 91 or get32(p, 0) != n or get32(p, 4) != MAGIC_V1:
         return -1
-    flags: cython.int = _get32(p, 36)
+    flags: cython.int = get32(p, 36)
     at: cython.Py_ssize_t = 48 + (20 if flags & 0x10 else 8) + 8 + (20 if flags & 0x20 else 8) + 16
     if at > n:
         return -1
-    body_len: cython.Py_ssize_t = _get32(p, at - 4)
+    body_len: cython.Py_ssize_t = get32(p, at - 4)
     if body_len < 0 or body_len > n - at - 3:
         return -1
     return at
@@ -465,8 +412,8 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
                 at = _body_at(p, data.len)
                 if at < 0:
                     return None
-                flags = _get32(p, 36)
-                body_len = _get32(p, at - 4)
+                flags = get32(p, 36)
+                body_len = get32(p, at - 4)
                 host_at = 56 + (20 if flags & 0x10 else 8)
                 host: bytes = PyBytes_FromStringAndSize(
                     cython.cast(cython.p_char, p) + host_at, 20 if flags & 0x20 else 8
@@ -478,8 +425,8 @@ def derived_record(src: object, topic_field: bytes, props: bytes) -> Derived | N
                 at = _body_at(raw, len(raw))
                 if at < 0:
                     return None
-                flags = _get32(raw, 36)
-                body_len = _get32(raw, at - 4)
+                flags = get32(raw, 36)
+                body_len = get32(raw, at - 4)
                 host_at = 56 + (20 if flags & 0x10 else 8)
                 host = bytes(raw[host_at : host_at + (20 if flags & 0x20 else 8)])
         with view[at : at + body_len] as body:
@@ -570,12 +517,12 @@ def _encode_derived(  # noqa: PLR0917
     body_at: cython.Py_ssize_t = _body_at(src, src_len)
     if body_at < 0:
         raise ValueError("the source is not a whole v1 record")
-    flags: cython.int = _get32(src, 36)
+    flags: cython.int = get32(src, 36)
     born: cython.Py_ssize_t = 20 if flags & 0x10 else 8
     stored: cython.Py_ssize_t = 20 if flags & 0x20 else 8
     if (sys_flag ^ flags) & 0x30:
         raise ValueError("the host bits of the sysFlag are not the source's")
-    body_len: cython.Py_ssize_t = _get32(src, body_at - 4)
+    body_len: cython.Py_ssize_t = get32(src, body_at - 4)
     topic_len: cython.Py_ssize_t = len(topic_field)
     props_len: cython.Py_ssize_t = len(props)
     if props_len > 0x7FFF:
@@ -585,19 +532,19 @@ def _encode_derived(  # noqa: PLR0917
     if pos < 0 or pos > out_len or size > out_len - pos:
         raise ValueError("the record does not fit the buffer")
     at: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, pos)
-    _put32(out, at + 8, crc)
-    _put32(out, at + 12, queue_id)
+    put32(out, at + 8, crc)
+    put32(out, at + 12, queue_id)
     _copy(out, at + 16, src, 16, 4)  # FLAG
-    _put64(out, at + 20, queue_offset)
-    _put64(out, at + 28, physical_offset)
-    _put32(out, at + 36, sys_flag)
+    put64(out, at + 20, queue_offset)
+    put64(out, at + 28, physical_offset)
+    put32(out, at + 36, sys_flag)
     _copy(out, at + 40, src, 40, 8 + born)  # BORNTIMESTAMP, BORNHOST
     p: cython.Py_ssize_t = 48 + born
-    _put64(out, at + p, store_timestamp)
+    put64(out, at + p, store_timestamp)
     p += 8
     _copy(out, at + p, src, p, stored + 4)  # STOREHOST, RECONSUMETIMES
     p += stored + 4
-    _put64(out, at + p, prepared)
+    put64(out, at + p, prepared)
     p += 8
     _copy(out, at + p, src, p, 4 + body_len)  # body length, body
     p += 4 + body_len
@@ -606,15 +553,15 @@ def _encode_derived(  # noqa: PLR0917
     else:
         out[at + p : at + p + topic_len] = topic_field
     p += topic_len
-    _put16(out, at + p, cython.cast(cython.int, props_len))
+    put16(out, at + p, cython.cast(cython.int, props_len))
     p += 2
     if cython.compiled:
         memcpy(out + at + p, cython.cast(cython.p_char, props), props_len)
     else:
         out[at + p : at + p + props_len] = props
     _store_barrier()
-    _put32(out, at, cython.cast(cython.int, size))
-    _put32(out, at + 4, MAGIC_V1)
+    put32(out, at, cython.cast(cython.int, size))
+    put32(out, at + 4, MAGIC_V1)
     return 0
 
 
@@ -728,9 +675,9 @@ def _write_units(  # noqa: PLR0917
         if size < INT32_MIN or size > INT32_MAX or wrote < 0 or wrote + CQ_UNIT > out_len:
             raise struct.error("a unit does not fit")
         w: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, wrote)
-        _put64(out, w, e[2])
-        _put32(out, w + 8, cython.cast(cython.int, size))
-        _put64(out, w + 12, e[4])
+        put64(out, w, e[2])
+        put32(out, w + 8, cython.cast(cython.int, size))
+        put64(out, w + 12, e[4])
         wrote += CQ_UNIT
         count += 1
         i += 1
@@ -907,7 +854,7 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if slot < 0:  # C's remainder; Python's is never negative
                 slot += slot_num
             slot_pos = cython.cast(cython.Py_ssize_t, INDEX_HEADER + slot * INDEX_SLOT)
-            prev = _get32(base, slot_pos)
+            prev = get32(base, slot_pos)
             if prev <= 0 or prev >= count:
                 prev = 0
                 slot_count += 1
@@ -920,10 +867,10 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if begin_ts > 0 and ts > begin_ts:  # ts - begin_ts cannot overflow then
                 diff = min((ts - begin_ts) // 1000, INT32_MAX)
             e = cython.cast(cython.Py_ssize_t, entries_pos + count * INDEX_ENTRY)
-            _put32(base, e, cython.cast(cython.int, h))
-            _put64(base, e + 4, phy)
-            _put32(base, e + 12, cython.cast(cython.int, diff))
-            _put32(base, e + 16, prev)
+            put32(base, e, cython.cast(cython.int, h))
+            put64(base, e + 4, phy)
+            put32(base, e + 12, cython.cast(cython.int, diff))
+            put32(base, e + 16, prev)
             count += 1
             end_phy = phy
             # the newest time rather than RocketMQ's last one: a clock stepping
@@ -931,14 +878,14 @@ def _index_put(  # noqa: PLR0915, PLR0917  # one loop, in the file's put order
             if ts > end_ts:  # noqa: PLR1730
                 end_ts = ts
             _store_barrier()  # entry, then header, then slot
-            _put64(base, 0, begin_ts)
-            _put64(base, 8, end_ts)
-            _put64(base, 16, begin_phy)
-            _put64(base, 24, phy)
-            _put32(base, 32, cython.cast(cython.int, slot_count))
-            _put32(base, 36, cython.cast(cython.int, count))
+            put64(base, 0, begin_ts)
+            put64(base, 8, end_ts)
+            put64(base, 16, begin_phy)
+            put64(base, 24, phy)
+            put32(base, 32, cython.cast(cython.int, slot_count))
+            put32(base, 36, cython.cast(cython.int, count))
             _store_barrier()
-            _put32(base, slot_pos, cython.cast(cython.int, count - 1))
+            put32(base, slot_pos, cython.cast(cython.int, count - 1))
             key += 1
         if not full:
             rec += 1

@@ -1,0 +1,31 @@
+# The compiled side of apogee/_util/bytes_be.py: big-endian integers read from and
+# written to an unsigned char pointer. The bodies live here, not in the .py, because
+# only a .pxd body is inlined into the module that cimports it; a function defined in
+# a .py would be called through a pointer table imported at run time.
+
+cdef inline short get16(const unsigned char *p, Py_ssize_t at) noexcept nogil:
+    return <short>((p[at] << 8) | p[at + 1])
+
+cdef inline int get32(const unsigned char *p, Py_ssize_t at) noexcept nogil:
+    return <int>((<unsigned int>p[at] << 24) | (<unsigned int>p[at + 1] << 16)
+                 | (<unsigned int>p[at + 2] << 8) | <unsigned int>p[at + 3])
+
+cdef inline long long get64(const unsigned char *p, Py_ssize_t at) noexcept nogil:
+    return <long long>((<unsigned long long><unsigned int>get32(p, at) << 32)
+                       | <unsigned long long><unsigned int>get32(p, at + 4))
+
+cdef inline void put16(unsigned char *p, Py_ssize_t at, int v) noexcept nogil:
+    p[at] = <unsigned char>(v >> 8)
+    p[at + 1] = <unsigned char>v
+
+cdef inline void put32(unsigned char *p, Py_ssize_t at, int v) noexcept nogil:
+    cdef unsigned int u = <unsigned int>v
+    p[at] = <unsigned char>(u >> 24)
+    p[at + 1] = <unsigned char>(u >> 16)
+    p[at + 2] = <unsigned char>(u >> 8)
+    p[at + 3] = <unsigned char>u
+
+cdef inline void put64(unsigned char *p, Py_ssize_t at, long long v) noexcept nogil:
+    cdef unsigned long long u = <unsigned long long>v
+    put32(p, at, <int><unsigned int>(u >> 32))
+    put32(p, at + 4, <int><unsigned int>u)

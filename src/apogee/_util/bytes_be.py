@@ -1,0 +1,52 @@
+"""Big-endian integers in a buffer: the typed readers and writers of the compiled modules.
+
+Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
+offset) and ``put16``/``put32``/``put64`` (one written there), the one place
+where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
+``apogee.model.received``, ``apogee.spark.scan``) read and write a number.
+
+This file is their interpreted side, on bytes, bytearray or a memoryview with
+``struct``; it is not compiled itself. Compiled, those modules ``cimport`` the
+same names from ``bytes_be.pxd`` instead, whose bodies are C on an
+``unsigned char *`` and inlined into each caller (a function in a compiled
+``.py`` would be called through a pointer, not inlined). A number that does not
+fit its field raises ``struct.error`` here and OverflowError compiled (the
+argument conversion), as ``docs/compiled.md`` says.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cython
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def get16(p: cython.p_uchar, at: int) -> int:
+    value: int = _I16.unpack_from(p, at)[0]
+    return value
+
+
+def get32(p: cython.p_uchar, at: int) -> int:
+    value: int = _I32.unpack_from(p, at)[0]
+    return value
+
+
+def get64(p: cython.p_uchar, at: int) -> int:
+    value: int = _I64.unpack_from(p, at)[0]
+    return value
+
+
+def put16(p: cython.p_uchar, at: int, v: int) -> None:
+    _I16.pack_into(p, at, v)  # struct.error past int16
+
+
+def put32(p: cython.p_uchar, at: int, v: int) -> None:
+    _I32.pack_into(p, at, v)  # struct.error past int32
+
+
+def put64(p: cython.p_uchar, at: int, v: int) -> None:
+    _I64.pack_into(p, at, v)  # struct.error past int64
