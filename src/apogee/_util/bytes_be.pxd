@@ -3,6 +3,8 @@
 # only a .pxd body is inlined into the module that cimports it; a function defined in
 # a .py would be called through a pointer table imported at run time.
 
+from libc.string cimport memcpy
+
 cdef inline short get16(const unsigned char *p, Py_ssize_t at) noexcept nogil:
     return <short>((p[at] << 8) | p[at + 1])
 
@@ -29,3 +31,7 @@ cdef inline void put64(unsigned char *p, Py_ssize_t at, long long v) noexcept no
     cdef unsigned long long u = <unsigned long long>v
     put32(p, at, <int><unsigned int>(u >> 32))
     put32(p, at + 4, <int><unsigned int>u)
+
+cdef inline void copy_bytes(unsigned char *out, Py_ssize_t at, const unsigned char *src,
+                            Py_ssize_t src_at, Py_ssize_t n) noexcept nogil:
+    memcpy(out + at, src + src_at, n)

@@ -1,7 +1,8 @@
 """Big-endian integers in a buffer: the typed readers and writers of the compiled modules.
 
 Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
-offset) and ``put16``/``put32``/``put64`` (one written there), the one place
+offset), ``put16``/``put32``/``put64`` (one written there) and ``copy_bytes``
+(a run of bytes copied from one buffer into another), the one place
 where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
 ``apogee.model.received``, ``apogee.spark.scan``) read and write a number.
 
@@ -50,3 +51,8 @@ def put32(p: cython.p_uchar, at: int, v: int) -> None:
 
 def put64(p: cython.p_uchar, at: int, v: int) -> None:
     _I64.pack_into(p, at, v)  # struct.error past int64
+
+
+def copy_bytes(out: cython.p_uchar, at: int, src: cython.p_uchar, src_at: int, n: int) -> None:
+    """``out[at:at + n] = src[src_at:src_at + n]``."""
+    out[at : at + n] = src[src_at : src_at + n]

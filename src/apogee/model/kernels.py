@@ -46,7 +46,15 @@ from apogee.errors import ProtocolError
 from apogee.model.message import BatchItem
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import get16, get32, get64, put16, put32, put64
+    from cython.cimports.apogee._util.bytes_be import (
+        copy_bytes,
+        get16,
+        get32,
+        get64,
+        put16,
+        put32,
+        put64,
+    )
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
         PyBUF_WRITABLE,
@@ -65,7 +73,7 @@ if cython.compiled:
     )
     from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
 else:
-    from apogee._util.bytes_be import get16, get32, get64, put16, put32, put64
+    from apogee._util.bytes_be import copy_bytes, get16, get32, get64, put16, put32, put64
 
 MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
@@ -528,18 +536,6 @@ _MAX_NAMES = cython.declare(cython.Py_ssize_t, 16)
 
 
 @cython.cfunc
-@cython.inline
-def _move(out: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar,
-          src_at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:  # fmt: skip
-    """``out[at:at + n] = src[src_at:src_at + n]``."""
-    if cython.compiled:
-        memcpy(out + at, src + src_at, n)
-    else:
-        out[at : at + n] = src[src_at : src_at + n]
-    return 0
-
-
-@cython.cfunc
 @cython.exceptval(check=False)
 def _is_ascii(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
     i: cython.Py_ssize_t
@@ -690,7 +686,7 @@ def _kept(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t, droppe
     while start < n:
         end = _find(p, start, n, 0x02)
         if _name_in(p, start, _find(p, start, end, 0x01) - start, dropped) < 0:
-            _move(q, w, p, start, end + 1 - start)
+            copy_bytes(q, w, p, start, end + 1 - start)
             w += end + 1 - start
         start = end + 1
     if not cython.compiled:

@@ -35,7 +35,7 @@ from apogee.model.message_codec import BatchRecord
 from apogee.store.dispatch import DispatchEntry
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import get32, put16, put32, put64
+    from cython.cimports.apogee._util.bytes_be import copy_bytes, get32, put16, put32, put64
     from cython.cimports.apogee.model.kernels import (
         fields_of_utf8,
         fold_str,
@@ -55,7 +55,7 @@ if cython.compiled:
     from cython.cimports.libc.string import memcpy
     from cython.cimports.posix.unistd import pwrite
 else:
-    from apogee._util.bytes_be import get32, put16, put32, put64
+    from apogee._util.bytes_be import copy_bytes, get32, put16, put32, put64
     from apogee._util.compiled import is_compiled, load_interpreted
     from apogee.model import kernels as _model
 
@@ -355,18 +355,6 @@ MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 
 
 @cython.cfunc
-@cython.inline
-def _copy(out: cython.p_uchar, at: cython.Py_ssize_t, src: cython.p_uchar,
-          src_at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:  # fmt: skip
-    """``out[at:at + n] = src[src_at:src_at + n]``."""
-    if cython.compiled:
-        memcpy(out + at, src + src_at, n)
-    else:
-        out[at : at + n] = src[src_at : src_at + n]
-    return 0
-
-
-@cython.cfunc
 @cython.exceptval(check=False)
 def _body_at(p: cython.p_uchar, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
     """Where the body of the v1 record filling ``p[:n]`` starts; -1 if it is not one.
@@ -534,19 +522,19 @@ def _encode_derived(  # noqa: PLR0917
     at: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, pos)
     put32(out, at + 8, crc)
     put32(out, at + 12, queue_id)
-    _copy(out, at + 16, src, 16, 4)  # FLAG
+    copy_bytes(out, at + 16, src, 16, 4)  # FLAG
     put64(out, at + 20, queue_offset)
     put64(out, at + 28, physical_offset)
     put32(out, at + 36, sys_flag)
-    _copy(out, at + 40, src, 40, 8 + born)  # BORNTIMESTAMP, BORNHOST
+    copy_bytes(out, at + 40, src, 40, 8 + born)  # BORNTIMESTAMP, BORNHOST
     p: cython.Py_ssize_t = 48 + born
     put64(out, at + p, store_timestamp)
     p += 8
-    _copy(out, at + p, src, p, stored + 4)  # STOREHOST, RECONSUMETIMES
+    copy_bytes(out, at + p, src, p, stored + 4)  # STOREHOST, RECONSUMETIMES
     p += stored + 4
     put64(out, at + p, prepared)
     p += 8
-    _copy(out, at + p, src, p, 4 + body_len)  # body length, body
+    copy_bytes(out, at + p, src, p, 4 + body_len)  # body length, body
     p += 4 + body_len
     if cython.compiled:
         memcpy(out + at + p, cython.cast(cython.p_char, topic_field), topic_len)
