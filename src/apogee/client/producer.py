@@ -462,8 +462,8 @@ class Producer:
     ) -> SendResult:
         """One attempt to the queue given or selected, as ordered sends make."""
         routes = self._started_routes()
-        start = _monotonic()
         mq = await self._target(routes, msg, queue, selector, arg)
+        start = _monotonic()
         addr = await self._master(routes, mq)
         ext["e"] = str(mq.queue_id)
         ext["g"] = str(_time_ns() // 1_000_000)
