@@ -83,6 +83,7 @@ from apogee.model.results import SendResult, SendStatus
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_group
 from apogee.protocol.headers import SendMessageRequestHeader
 from apogee.protocol.signing import SessionCredentials
+from apogee.remoting.client import RemotingClient
 from apogee.remoting.tls import client_ssl_context
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ log = logging.getLogger(__name__)
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_OK = SendStatus.SEND_OK
+_monotonic = time.monotonic
+_time_ns = time.time_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +185,11 @@ class Producer:
         )
         self._instance: ClientInstance | None = None
         self._routes: RouteCache | None = None
-        self._headers: dict[tuple[str, bool], dict[str, str]] = {}
+        self._remoting: RemotingClient | None = None
+        #: topic -> the fields of its send header that never change (``_header``),
+        #: one map for single messages and one for batches
+        self._headers: dict[str, dict[str, str]] = {}
+        self._batch_headers: dict[str, dict[str, str]] = {}
         #: answers the broker's transaction checks for this group (TransactionProducer)
         self._checker: CheckListener | None = None
 
@@ -217,10 +224,12 @@ class Producer:
             raise
         self._instance = instance
         self._routes = instance.routes
+        self._remoting = instance.remoting
 
     async def close(self) -> None:
         """Leave the group (UNREGISTER_CLIENT) and release the client instance."""
         instance, self._instance, self._routes = self._instance, None, None
+        self._remoting = None
         if instance is not None:
             try:
                 await instance.unregister_producer(self.group)
@@ -257,8 +266,10 @@ class Producer:
         queue, in order); either makes one attempt. ``timeout`` (seconds)
         bounds all attempts together.
         """
-        ext, body, uniq = self._prepare(msg, 0)
-        return await self._deliver(msg, ext, body, uniq, queue, selector, arg, timeout)
+        ext, body, uniq = self._prepare(msg)
+        if queue is None and selector is None:
+            return await self._deliver(msg.topic, ext, body, uniq, timeout, False)
+        return await self._send_ordered(msg, ext, body, uniq, queue, selector, arg, timeout, False)
 
     async def send_oneway(
         self,
@@ -269,12 +280,12 @@ class Producer:
         arg: Any = None,
     ) -> None:
         """Write ``msg`` to a broker without waiting for an answer (one attempt)."""
-        ext, body, _ = self._prepare(msg, 0)
+        ext, body, _ = self._prepare(msg)
         routes = self._started_routes()
         mq = await self._target(routes, msg, queue, selector, arg)
         addr = await self._master(routes, mq)
         ext["e"] = str(mq.queue_id)
-        ext["g"] = str(time.time_ns() // 1_000_000)
+        ext["g"] = str(_time_ns() // 1_000_000)
         try:
             await self.instance.broker_api.send_v2_oneway(addr, ext, body)
         except ApogeeError:
@@ -302,13 +313,16 @@ class Producer:
         batches = encode_batches(messages, time.time_ns() // 1_000_000, cfg.max_message_size)
         results: list[SendResult] = []
         template = self._header(topic, True)
+        ordered = queue is not None or selector is not None
         for batch in batches:
             ext = template.copy()
-            results.append(
-                await self._deliver(
-                    messages[0], ext, batch.body, batch.msg_id, queue, selector, arg, timeout
+            if ordered:
+                result = await self._send_ordered(
+                    messages[0], ext, batch.body, batch.msg_id, queue, selector, arg, timeout, True
                 )
-            )
+            else:
+                result = await self._deliver(topic, ext, batch.body, batch.msg_id, timeout, True)
+            results.append(result)
         return results
 
     # -- the send path ----------------------------------------------------------------
@@ -320,8 +334,13 @@ class Producer:
         return routes
 
     def _header(self, topic: str, batch: bool) -> dict[str, str]:
-        """The fields of a send header that are the same for every message of ``topic``."""
-        template = self._headers.get((topic, batch))
+        """The fields of a send header that are the same for every message of ``topic``.
+
+        In the wire order of ``to_ext_v2`` (a .. h, k, m, i): a send copies the
+        template and sets its own values, and keys keep their places.
+        """
+        headers = self._batch_headers if batch else self._headers
+        template = headers.get(topic)
         if template is None:
             cfg = self.config
             template = SendMessageRequestHeader(
@@ -336,40 +355,60 @@ class Producer:
                 properties="",
                 batch=batch,
             ).to_ext_v2()
-            if len(self._headers) > 4096:
-                self._headers.clear()
-            self._headers[(topic, batch)] = template
+            if len(headers) > 4096:
+                headers.clear()
+            headers[topic] = template
         return template
 
-    def _prepare(self, msg: Message, sys_flag: int) -> tuple[dict[str, str], bytes, str]:
+    def _prepare(self, msg: Message) -> tuple[dict[str, str], bytes, str]:
         """Check ``msg``; its send header (without queue and time), body and UNIQ_KEY."""
         cfg = self.config
-        check_message(msg, cfg.max_message_size)
-        self._started_routes()
-        props = msg.properties
-        uniq = props.get(_UNIQ)
-        if not uniq:
-            uniq = props[_UNIQ] = new_uniq_key(time.time_ns() // 1_000_000)
+        topic = msg.topic
         body = msg.body
-        packed = compress_body(body, cfg.compress_threshold, cfg.compress_level)
-        if packed is not None:
-            body = packed
-            sys_flag |= COMPRESSED_SYS_FLAG
-        if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            sys_flag |= TRANSACTION_PREPARED_TYPE
-        # Field names of SEND_MESSAGE_V2 (SendMessageRequestHeader.to_ext_v2).
-        ext = self._header(msg.topic, False).copy()
-        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            props = dict(props)
-            reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
-            max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
-            if reconsume is not None:
-                ext["j"] = reconsume
-            if max_reconsume is not None:
-                ext["l"] = max_reconsume
-        ext["f"] = str(sys_flag)
-        ext["h"] = str(msg.flag)
-        ext["i"] = properties_to_string(props)
+        # A topic with a header template passed check_message when it was made.
+        template = self._headers.get(topic) if type(topic) is str else None
+        if template is None or type(body) is not bytes or not body:
+            check_message(msg, cfg.max_message_size)
+            body = msg.body
+            template = self._header(topic, False)
+        elif len(body) > cfg.max_message_size:
+            check_message(msg, cfg.max_message_size)
+        if self._routes is None:
+            raise ClientClosedError(f"producer {self.group} is not started (or closed)")
+        ext = template.copy()
+        # Only what differs from the template is set: "f" and "h" are "0" there.
+        sys_flag = 0
+        threshold = cfg.compress_threshold
+        if threshold is not None and len(body) >= threshold:
+            packed = compress_body(body, threshold, cfg.compress_level)
+            if packed is not None:
+                body = packed
+                sys_flag = COMPRESSED_SYS_FLAG
+        props = msg.properties
+        if not props:
+            # The common message: no property but the id it gets here, so the
+            # property string is that one pair.
+            uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
+            ext["i"] = f"{_UNIQ}\x01{uniq}\x02"
+        else:
+            uniq = props.get(_UNIQ) or ""
+            if not uniq:
+                uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
+            if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+                sys_flag |= TRANSACTION_PREPARED_TYPE
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                props = dict(props)
+                reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
+                max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+                if reconsume is not None:
+                    ext["j"] = reconsume
+                if max_reconsume is not None:
+                    ext["l"] = max_reconsume
+            ext["i"] = properties_to_string(props)
+        if sys_flag:
+            ext["f"] = str(sys_flag)
+        if msg.flag:
+            ext["h"] = str(msg.flag)
         return ext, body, uniq
 
     async def _target(
@@ -409,7 +448,7 @@ class Producer:
                 raise ClientError(f"broker {mq.broker_name} has no master in the route")
         return addr
 
-    async def _deliver(  # noqa: PLR0917  # private, positional on purpose
+    async def _send_ordered(  # noqa: PLR0917  # private, positional on purpose
         self,
         msg: Message,
         ext: dict[str, str],
@@ -419,34 +458,60 @@ class Producer:
         selector: QueueSelector | None,
         arg: Any,
         timeout: float | None,
+        batch: bool,
     ) -> SendResult:
+        """One attempt to the queue given or selected, as ordered sends make."""
         routes = self._started_routes()
-        remoting = self.instance.remoting
-        batch = ext["m"] == "true"
+        mq = await self._target(routes, msg, queue, selector, arg)
+        start = _monotonic()
+        addr = await self._master(routes, mq)
+        ext["e"] = str(mq.queue_id)
+        ext["g"] = str(_time_ns() // 1_000_000)
+        remaining = (timeout or self.config.send_timeout_s) - (_monotonic() - start)
+        try:
+            return await self.instance.broker_api.send_v2(
+                addr, mq, ext, body, msg_id, remaining, batch=batch
+            )
+        except ApogeeError:
+            self._failed(routes, mq, _monotonic() - start)
+            raise
+
+    async def _deliver(  # noqa: PLR0917  # private, positional on purpose
+        self,
+        topic: str,
+        ext: dict[str, str],
+        body: bytes | bytearray,
+        msg_id: str,
+        timeout: float | None,
+        batch: bool,
+    ) -> SendResult:
+        """Send round robin, retrying on another broker (see the module docstring)."""
+        routes = self._routes
+        remoting = self._remoting
+        if routes is None or remoting is None:
+            raise ClientClosedError(f"producer {self.group} is not started (or closed)")
         timeout_s = timeout or self.config.send_timeout_s
-        if queue is not None or selector is not None:
-            mq = await self._target(routes, msg, queue, selector, arg)
-            return await self._send_once(routes, mq, ext, body, msg_id, timeout_s, batch)
-        monotonic = time.monotonic
-        start = monotonic()
-        info = routes.publish.get(msg.topic)
+        begin = start = _monotonic()
+        info = routes.publish.get(topic)
         if info is None or not info.queues:
-            info = await self._publish_info(routes, msg.topic)
+            info = await self._publish_info(routes, topic)
+            begin = _monotonic()  # the route lookup counts in the timeout, not the latency
         faults = self.fault_table
         attempts = 1 + self.config.retries
         last_broker: str | None = None
         error: ApogeeError | None = None
         result: SendResult | None = None
         for attempt in range(attempts):
-            begin = monotonic()
+            if attempt:
+                begin = _monotonic()
             remaining = timeout_s - (begin - start)
             if remaining <= 0:
                 raise RemotingTimeoutError(
-                    f"sending to {msg.topic} took longer than {timeout_s}s ({attempt} attempts)"
+                    f"sending to {topic} took longer than {timeout_s}s ({attempt} attempts)"
                 ) from error
             mq = choose_queue(info, last_broker, faults, begin * 1000)
             ext["e"] = str(mq.queue_id)
-            ext["g"] = str(time.time_ns() // 1_000_000)
+            ext["g"] = str(_time_ns() // 1_000_000)
             try:
                 addr = routes.master_addr(mq.broker_name) or await self._master(routes, mq)
                 # the connection's future, not BrokerApi.send_v2: one coroutine less per send
@@ -454,16 +519,16 @@ class Producer:
                 answer = await conn.request(send_request(ext, body, batch), remaining)
                 result = send_result(answer, mq, msg_id)
             except ApogeeError as exc:
-                self._failed(routes, mq, monotonic() - begin)
+                self._failed(routes, mq, _monotonic() - begin)
                 if not exc.retriable and not isinstance(exc, ClientError):
                     raise
                 log.info("send to %s failed (attempt %d): %s", mq, attempt + 1, exc)
                 error, last_broker = exc, mq.broker_name
                 if info.from_default or not info.queues:
-                    info = await self._publish_info(routes, msg.topic)
+                    info = await self._publish_info(routes, topic)
                 continue
             if faults is not None:
-                end = monotonic()
+                end = _monotonic()
                 faults.update(mq.broker_name, (end - begin) * 1000, end * 1000, failed=False)
             if result.status is _SEND_OK or not self.config.retry_another_broker_when_not_store_ok:
                 return result
@@ -472,30 +537,6 @@ class Producer:
             return result
         assert error is not None
         raise error
-
-    async def _send_once(  # noqa: PLR0917  # private, positional on purpose
-        self,
-        routes: RouteCache,
-        mq: MessageQueue,
-        ext: dict[str, str],
-        body: bytes | bytearray,
-        msg_id: str,
-        timeout_s: float,
-        batch: bool,
-    ) -> SendResult:
-        """One attempt to ``mq``, as ordered sends make."""
-        start = time.monotonic()
-        addr = await self._master(routes, mq)
-        ext["e"] = str(mq.queue_id)
-        ext["g"] = str(time.time_ns() // 1_000_000)
-        remaining = timeout_s - (time.monotonic() - start)
-        try:
-            return await self.instance.broker_api.send_v2(
-                addr, mq, ext, body, msg_id, remaining, batch=batch
-            )
-        except ApogeeError:
-            self._failed(routes, mq, time.monotonic() - start)
-            raise
 
     def _failed(self, routes: RouteCache, mq: MessageQueue, elapsed_s: float) -> None:
         """Bookkeeping after a failed attempt: latency table, route refresh."""

@@ -38,19 +38,25 @@ def _month_bounds(now_ms: int) -> tuple[int, int]:
     return int(start.timestamp() * 1000), int(following.timestamp() * 1000)
 
 
+def _rebase(now_ms: int) -> None:
+    """Make the id text up to the counter that of ``now_ms``; ``_lock`` is held."""
+    global _prefix, _month_start_ms, _next_month_ms, _base_ms, _base_text  # noqa: PLW0603  # per-process state
+    if _prefix is None:
+        pid = (os.getpid() & 0xFFFF).to_bytes(2, "big")
+        fixed = socket.inet_aton(local_ipv4()) + pid + os.urandom(4)
+        _prefix = fixed.hex().upper()
+    if not _month_start_ms <= now_ms < _next_month_ms:
+        _month_start_ms, _next_month_ms = _month_bounds(now_ms)
+    since = (now_ms - _month_start_ms) & 0xFFFFFFFF
+    _base_ms, _base_text = now_ms, f"{_prefix}{since:08X}"
+
+
 def _base(now_ms: int, count: int) -> tuple[str, int]:
     """The id text up to the counter, and the first of ``count`` counter values."""
-    global _prefix, _month_start_ms, _next_month_ms, _counter_next, _base_ms, _base_text  # noqa: PLW0603  # per-process state
+    global _counter_next  # noqa: PLW0603  # per-process state
     with _lock:
         if now_ms != _base_ms:
-            if _prefix is None:
-                pid = (os.getpid() & 0xFFFF).to_bytes(2, "big")
-                fixed = socket.inet_aton(local_ipv4()) + pid + os.urandom(4)
-                _prefix = fixed.hex().upper()
-            if not _month_start_ms <= now_ms < _next_month_ms:
-                _month_start_ms, _next_month_ms = _month_bounds(now_ms)
-            since = (now_ms - _month_start_ms) & 0xFFFFFFFF
-            _base_ms, _base_text = now_ms, f"{_prefix}{since:08X}"
+            _rebase(now_ms)
         first = _counter_next
         _counter_next = (first + count) & 0xFFFF
         return _base_text, first
@@ -58,7 +64,19 @@ def _base(now_ms: int, count: int) -> tuple[str, int]:
 
 def new_uniq_key(now_ms: int) -> str:
     """A fresh UNIQ_KEY for a message sent at ``now_ms``."""
-    base, count = _base(now_ms, 1)
+    # _base inlined, and the lock taken without ``with`` (its __enter__ and
+    # __exit__ lookups cost as much as the rest): this runs for every message
+    # a producer sends one by one
+    global _counter_next  # noqa: PLW0603  # per-process state
+    _lock.acquire()
+    try:
+        if now_ms != _base_ms:
+            _rebase(now_ms)
+        count = _counter_next
+        _counter_next = (count + 1) & 0xFFFF
+        base = _base_text
+    finally:
+        _lock.release()
     return f"{base}{count:04X}"
 
 
