@@ -82,7 +82,7 @@ class FrameDecoder:
     or in the decoder's buffer when a frame spans reads) until ``take`` decodes
     them; a trailing partial frame is kept for the next push. So frames waiting
     for their turn cost no object each, nothing the cycle collector walks.
-    ``feed`` is both at once, for a caller that handles every command now.
+    ``read`` is a push and a take in one pass, ``feed`` one that takes all.
 
     A malformed frame is found by ``push`` (its length word) or by ``take``
     (its header); either way the frames before it are still given by ``take``,
@@ -96,7 +96,7 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         # The complete frames waiting are _src[_pos:_end]: the bytes of one read
         # when they all came in it, else _buf, whose partial frame then follows.
-        self._src: bytes | bytearray | memoryview = b""
+        self._src: bytes | bytearray = b""
         self._pos = 0
         self._end = 0
         self._waiting = 0
@@ -120,30 +120,51 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """Every command completed by ``data``; ProtocolError if any frame is malformed."""
-        self._push(data)
-        out = self.take()
+        out = self.read(data)
         if self._error is not None:
             raise self._error
         return out
 
+    def read(
+        self, data: bytes | bytearray | memoryview, limit: int | None = None
+    ) -> list[RemotingCommand]:
+        """``push(data)`` then ``take(limit)``, decoding in place what is taken now."""
+        if self._buf or self._waiting or self._error is not None:
+            self.push(data)
+            return self.take(limit)
+        # Common case: the read starts on a frame boundary and nothing waits.
+        out: list[RemotingCommand] = []
+        end = len(data)
+        pos = 0
+        most = self.max_frame_bytes
+        while end - pos >= 4 and len(out) != limit:
+            (length,) = _LENGTH.unpack_from(data, pos)
+            if length + 4 > most or length < 4 or end - pos - 4 < length:
+                break  # a bad length word or a partial frame: kept (as the error) below
+            try:
+                out.append(_frame(data, pos + 4, length))
+            except Exception as exc:  # a fault of any header decoder
+                self._error = exc
+                if not out:
+                    raise
+                return out
+            pos += 4 + length
+        if pos < end:
+            if limit is not None and type(data) is not bytes:
+                data = bytes(memoryview(data)[pos:])  # frames left may wait: never a reused buffer
+                pos = 0
+            self._keep(data, pos)
+        return out
+
     def push(self, data: bytes | bytearray | memoryview) -> int:
         """Take ``data`` in; the number of frames it completed (they wait for ``take``)."""
-        if type(data) is not bytes:  # it may wait here: never a buffer its owner reuses
-            data = bytes(data)
-        return self._push(data)
-
-    def _push(self, data: bytes | bytearray | memoryview) -> int:
         if self._error is not None:
             return 0  # nothing past a malformed frame is kept
+        if type(data) is not bytes:  # it may wait here: never a buffer its owner reuses
+            data = bytes(data)
         buf = self._buf
         if not buf and not self._waiting:
-            # Common case: the read starts on a frame boundary; its frames stay in it.
-            end, count = self._scan(data, 0)
-            if count:
-                self._src, self._pos, self._end, self._waiting = data, 0, end, count
-            if not self.failed and end < len(data):
-                buf += memoryview(data)[end:]
-            return count
+            return self._keep(data, 0)
         if self._src is not buf:
             # Gather any frames still waiting in an earlier read before the partial
             # frame this data continues (rare: reading is paused while frames wait).
@@ -161,6 +182,16 @@ class FrameDecoder:
         self._waiting += count
         if not self._waiting:
             self._src, self._end = b"", 0
+        return count
+
+    def _keep(self, data: bytes | bytearray | memoryview, pos: int) -> int:
+        """Keep ``data[pos:]`` when nothing else is held: its frames in it, undecoded."""
+        end, count = self._scan(data, pos)
+        if count:
+            assert type(data) is bytes  # bytes from a caller may wait; a buffer is copied
+            self._src, self._pos, self._end, self._waiting = data, pos, end, count
+        if not self.failed and end < len(data):
+            self._buf += memoryview(data)[end:]
         return count
 
     def _scan(self, src: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:

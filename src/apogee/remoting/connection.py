@@ -162,35 +162,28 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
         decoder = self._decoder
+        waiting = self._turn_waiting  # bytes read before the pause: after the frames waiting
         try:
-            completed = decoder.push(data)
-        except Exception as exc:  # a decoder fault must not reach the transport
-            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
-                      self.peer, exc)  # fmt: skip
-            self.abort()
+            if waiting:
+                completed = decoder.push(data) > 0
+                commands: list[RemotingCommand] = []
+            else:
+                commands = decoder.read(data, COMMANDS_PER_TURN)
+                completed = bool(commands) or decoder.waiting > 0
+        except Exception as exc:
+            self._broken(exc)
             return
         budget = self._budget
         if budget is not None:
             held = decoder.buffered
-            if (held or self._held) and not self._account(held, budget, completed > 0):
+            if (held or self._held) and not self._account(held, budget, completed):
                 return
-        if not self._turn_waiting:  # else bytes read before the pause: after the rest
-            self._turn()
+        if not waiting:
+            self._handle(commands)
 
-    def _turn(self) -> int:
-        """Decode and handle up to ``COMMANDS_PER_TURN`` frames; how many were handled."""
+    def _handle(self, commands: list[RemotingCommand]) -> int:
+        """Handle a turn's commands, and have a later turn take the frames left."""
         decoder = self._decoder
-        try:
-            commands = decoder.take(COMMANDS_PER_TURN)
-        except ProtocolError as exc:
-            log.warning("closing connection with %s: %.300s", self.peer, exc)
-            self._close_broken()
-            return 0
-        except Exception as exc:  # a decoder fault must not reach the transport
-            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
-                      self.peer, exc)  # fmt: skip
-            self._close_broken()
-            return 0
         if decoder.waiting or decoder.failed:
             # A peer that pipelines thousands of requests gets them handled a
             # turn at a time, reading paused meanwhile, so that the requests of
@@ -225,14 +218,24 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return 0
-        handled = self._turn()
-        if (
-            not self._turn_waiting
-            and not (self._write_paused and self._server_side)
-            and not transport.is_closing()  # a malformed frame closed it
-        ):
+        try:
+            commands = self._decoder.take(COMMANDS_PER_TURN)
+        except Exception as exc:
+            self._broken(exc)
+            return 0
+        handled = self._handle(commands)
+        if not self._turn_waiting and not (self._write_paused and self._server_side):
             transport.resume_reading()
         return handled
+
+    def _broken(self, exc: Exception) -> None:
+        """A malformed frame (or a fault of the decoder on one): close with one log line."""
+        if isinstance(exc, ProtocolError):
+            log.warning("closing connection with %s: %.300s", self.peer, exc)
+        else:  # a decoder fault must not reach the transport
+            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
+                      self.peer, exc)  # fmt: skip
+        self._close_broken()
 
     def _close_broken(self) -> None:
         """Close after a malformed frame: the answers written before it still leave."""

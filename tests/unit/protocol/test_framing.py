@@ -374,3 +374,17 @@ def test_frames_before_a_malformed_one_are_given_then_the_error_and_nothing_afte
         decoder.take()
     with pytest.raises(ProtocolError):  # and so on: the stream is unusable
         decoder.take()
+
+
+def test_read_takes_a_turn_now_and_keeps_the_rest_apart_from_a_reused_buffer() -> None:
+    cmds = _requests(7)
+    stream = b"".join(encode_bytes(c) for c in cmds)
+    reused = bytearray(stream[:-2])
+    decoder = FrameDecoder()
+    assert decoder.read(reused, 2) == cmds[:2]
+    assert (decoder.waiting, decoder.buffered) == (4, len(encode_bytes(cmds[6])) - 2)
+    reused[:] = b"\xff" * len(reused)  # its owner reads into it again
+    assert decoder.read(stream[-2:], 3) == cmds[2:5]
+    assert decoder.take() == cmds[5:]
+    assert (decoder.waiting, decoder.buffered) == (0, 0)
+    assert decoder.read(memoryview(stream)) == cmds  # no limit: all of it, in place
