@@ -114,6 +114,11 @@ class FrameDecoder:
         return self._waiting
 
     @property
+    def pending(self) -> bool:
+        """Frames wait, or a malformed one was found: ``take`` has more to say."""
+        return self._waiting > 0 or self._error is not None
+
+    @property
     def failed(self) -> bool:
         """A malformed frame was found: ``take`` raises once the frames before it are taken."""
         return self._error is not None

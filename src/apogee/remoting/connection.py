@@ -163,28 +163,33 @@ class Connection(asyncio.Protocol):
         self._last_activity = self._loop.time()
         decoder = self._decoder
         waiting = self._turn_waiting  # bytes read before the pause: after the frames waiting
+        completed = False
         try:
             if waiting:
                 completed = decoder.push(data) > 0
                 commands: list[RemotingCommand] = []
             else:
                 commands = decoder.read(data, COMMANDS_PER_TURN)
-                completed = bool(commands) or decoder.waiting > 0
         except Exception as exc:
             self._broken(exc)
             return
         budget = self._budget
         if budget is not None:
             held = decoder.buffered
-            if (held or self._held) and not self._account(held, budget, completed):
+            if (held or self._held) and not self._account(
+                held, budget, completed or bool(commands) or decoder.pending
+            ):
                 return
-        if not waiting:
+        if waiting:
+            return
+        if len(commands) == 1 and not decoder.pending:
+            self._on_command(commands[0])
+        else:
             self._handle(commands)
 
     def _handle(self, commands: list[RemotingCommand]) -> int:
         """Handle a turn's commands, and have a later turn take the frames left."""
-        decoder = self._decoder
-        if decoder.waiting or decoder.failed:
+        if self._decoder.pending:
             # A peer that pipelines thousands of requests gets them handled a
             # turn at a time, reading paused meanwhile, so that the requests of
             # other connections are not queued behind all of them. The frames

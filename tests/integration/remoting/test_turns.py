@@ -125,6 +125,22 @@ async def test_a_pipeline_is_handled_a_turn_at_a_time_and_others_go_in_between()
     assert busy_transport.calls[-1] == "resume"
 
 
+async def test_bytes_read_while_frames_wait_are_handled_after_them() -> None:
+    # (A TLS transport may hand over bytes it had decrypted before the pause.)
+    recorder = Recorder()
+    table = HandlerTable()
+    table.register(RECORD, recorder.handle)
+    conn, transport = connect(table)
+    first, second = frames("a", 3 * COMMANDS_PER_TURN), frames("b", 50)
+    conn.data_received(first + second[:10])  # ends mid-frame
+    conn.data_received(second[10:])
+    for _ in range(10):
+        await asyncio.sleep(0)
+    expected = [("a", op) for op in range(3 * COMMANDS_PER_TURN)] + [("b", op) for op in range(50)]
+    assert recorder.seen == expected
+    assert transport.calls[0] == "pause" and transport.calls[-1] == "resume"
+
+
 async def test_many_pipelines_share_a_bounded_number_of_commands_per_iteration() -> None:
     # Twenty pipelining peers: their later turns are taken round-robin, at most
     # per_iteration commands per loop iteration in all, and none waits for ever.
