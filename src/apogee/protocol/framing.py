@@ -159,6 +159,8 @@ class FrameDecoder:
                 data = bytes(memoryview(data)[pos:])  # frames left may wait: never a reused buffer
                 pos = 0
             self._keep(data, pos)
+            if not out and self._error is not None:
+                raise self._error  # a bad length word first
         return out
 
     def push(self, data: bytes | bytearray | memoryview) -> int:

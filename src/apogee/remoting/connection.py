@@ -176,10 +176,12 @@ class Connection(asyncio.Protocol):
         budget = self._budget
         if budget is not None:
             held = decoder.buffered
-            if (held or self._held) and not self._account(
-                held, budget, completed or bool(commands) or decoder.pending
-            ):
-                return
+            if held or self._held:
+                # frames completed by these bytes: those pushed, or those read (taken or left)
+                if not waiting:
+                    completed = bool(commands) or decoder.pending
+                if not self._account(held, budget, completed):
+                    return
         if waiting:
             return
         if len(commands) == 1 and not decoder.pending:
