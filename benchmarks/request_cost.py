@@ -104,7 +104,7 @@ async def feed(conn: Any, frames: list[bytes], per_call: int) -> float:
     for i in range(0, len(frames), per_call):
         conn.data_received(b"".join(frames[i : i + per_call]) if per_call > 1 else frames[i])
         await asyncio.sleep(0)  # let the store's dispatch callbacks run
-        while conn._deferred is not None:  # commands of the read left for later turns
+        while conn._turn_waiting:  # frames of the read left for later turns
             await asyncio.sleep(0)
     await asyncio.sleep(0)
     return time.process_time() - start

@@ -14,7 +14,9 @@ Frame, big-endian::
 Invariants: ``L + 4`` never exceeds ``max_frame_bytes`` (RocketMQ's Netty
 decoder limit, 16 MiB by default), checked as soon as the length word is
 seen and before the frame is buffered; ``H <= L - 4``. Any violation is a
-ProtocolError after which the stream is unusable (the connection closes).
+ProtocolError after which the stream is unusable (the connection closes); the
+frames before the malformed one are still given, a header's fault is found
+only when its frame is decoded.
 """
 
 from __future__ import annotations
@@ -73,78 +75,215 @@ def encode_bytes(cmd: RemotingCommand) -> bytes:
 
 
 class FrameDecoder:
-    """Turns a byte stream, split anywhere, into commands.
+    """Turns a byte stream, split anywhere, into commands, each decoded when asked for.
 
-    ``feed`` returns every command completed by the new bytes and keeps any
-    trailing partial frame for the next call. After a ProtocolError the
-    decoder must be discarded with its connection.
+    ``push`` takes bytes in: the length word of every frame they complete is
+    checked at once, and the complete frames wait undecoded (in the bytes read,
+    or in the decoder's buffer when a frame spans reads) until ``take`` decodes
+    them; a trailing partial frame is kept for the next push. So frames waiting
+    for their turn cost no object each, nothing the cycle collector walks.
+    ``read`` is a push and a take in one pass, ``feed`` one that takes all.
+
+    A malformed frame is found by ``push`` (its length word) or by ``take``
+    (its header); either way the frames before it are still given by ``take``,
+    which then raises the error, as it does from then on: the stream is
+    unusable past it, and nothing after it is kept.
     """
 
-    __slots__ = ("_buf", "max_frame_bytes")
+    __slots__ = ("_buf", "_end", "_error", "_pos", "_src", "_waiting", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
+        # The complete frames waiting are _src[_pos:_end]: the bytes of one read
+        # when they all came in it, else _buf, whose partial frame then follows.
+        self._src: bytes | bytearray = b""
+        self._pos = 0
+        self._end = 0
+        self._waiting = 0
+        self._buf = bytearray()  # the partial frame (after the waiting ones if _src is _buf)
+        self._error: Exception | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete frame held back."""
-        return len(self._buf)
+        return len(self._buf) - self._end if self._src is self._buf else len(self._buf)
+
+    @property
+    def waiting(self) -> int:
+        """Complete frames not yet taken."""
+        return self._waiting
+
+    @property
+    def pending(self) -> bool:
+        """Frames wait, or a malformed one was found: ``take`` has more to say."""
+        return self._waiting > 0 or self._error is not None
+
+    @property
+    def failed(self) -> bool:
+        """A malformed frame was found: ``take`` raises once the frames before it are taken."""
+        return self._error is not None
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
-        if self._buf:
-            self._buf += data
-            src: bytes | bytearray | memoryview = self._buf
-        else:
-            # Common case: the chunk starts on a frame boundary; parse it in place.
-            src = data
-        out: list[RemotingCommand] = []
-        pos = self._parse(src, out)
-        if src is self._buf:
-            del self._buf[:pos]
-        elif pos < len(data):
-            self._buf += memoryview(data)[pos:]
+        """Every command completed by ``data``; ProtocolError if any frame is malformed."""
+        out = self.read(data)
+        if self._error is not None:
+            raise self._error
         return out
 
-    def _parse(self, src: bytes | bytearray | memoryview, out: list[RemotingCommand]) -> int:
-        end = len(src)
+    def read(
+        self, data: bytes | bytearray | memoryview, limit: int | None = None
+    ) -> list[RemotingCommand]:
+        """``push(data)`` then ``take(limit)``, decoding in place what is taken now."""
+        if self._buf or self._waiting or self._error is not None:
+            self.push(data)
+            return self.take(limit)
+        # Common case: the read starts on a frame boundary and nothing waits.
+        out: list[RemotingCommand] = []
+        end = len(data)
         pos = 0
+        most = self.max_frame_bytes
+        while end - pos >= 4 and len(out) != limit:
+            (length,) = _LENGTH.unpack_from(data, pos)
+            if length + 4 > most or length < 4 or end - pos - 4 < length:
+                break  # a bad length word or a partial frame: kept (as the error) below
+            try:
+                out.append(_frame(data, pos + 4, length))
+            except Exception as exc:  # a fault of any header decoder
+                self._error = exc
+                if not out:
+                    raise
+                return out
+            pos += 4 + length
+        if pos < end:
+            if limit is not None and type(data) is not bytes:
+                data = bytes(memoryview(data)[pos:])  # frames left may wait: never a reused buffer
+                pos = 0
+            self._keep(data, pos)
+            if not out and self._error is not None:
+                raise self._error  # a bad length word first
+        return out
+
+    def push(self, data: bytes | bytearray | memoryview) -> int:
+        """Take ``data`` in; the number of frames it completed (they wait for ``take``)."""
+        if self._error is not None:
+            return 0  # nothing past a malformed frame is kept
+        if type(data) is not bytes:  # it may wait here: never a buffer its owner reuses
+            data = bytes(data)
+        buf = self._buf
+        if not buf and not self._waiting:
+            return self._keep(data, 0)
+        if self._src is not buf:
+            # Gather any frames still waiting in an earlier read before the partial
+            # frame this data continues (rare: reading is paused while frames wait).
+            if self._waiting:
+                buf[0:0] = memoryview(self._src)[self._pos : self._end]
+                self._end -= self._pos
+            else:
+                self._end = 0
+            self._src, self._pos = buf, 0
+        buf += data
+        end, count = self._scan(buf, self._end)
+        if self.failed:
+            del buf[end:]
+        self._end = end
+        self._waiting += count
+        if not self._waiting:
+            self._src, self._end = b"", 0
+        return count
+
+    def _keep(self, data: bytes | bytearray | memoryview, pos: int) -> int:
+        """Keep ``data[pos:]`` when nothing else is held: its frames in it, undecoded."""
+        end, count = self._scan(data, pos)
+        if count:
+            assert type(data) is bytes  # bytes from a caller may wait; a buffer is copied
+            self._src, self._pos, self._end, self._waiting = data, pos, end, count
+        if not self.failed and end < len(data):
+            self._buf += memoryview(data)[end:]
+        return count
+
+    def _scan(self, src: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+        """(end of the complete frames from ``pos``, how many); a bad length word is kept
+        as the error, and the scan stops before it."""
+        end = len(src)
         limit = self.max_frame_bytes
+        count = 0
         while end - pos >= 4:
             (length,) = _LENGTH.unpack_from(src, pos)
             if length + 4 > limit:
-                raise FrameTooLargeError(
+                self._error = FrameTooLargeError(
                     f"frame of {length + 4} bytes exceeds the maximum of {limit}"
                 )
+                break
             if length < 4:
-                raise ProtocolError(f"frame length {length} is shorter than the type word")
+                self._error = ProtocolError(f"frame length {length} is shorter than the type word")
+                break
             if end - pos - 4 < length:
                 break
-            out.append(self._frame(src, pos + 4, length))
             pos += 4 + length
-        return pos
+            count += 1
+        return pos, count
 
-    @staticmethod
-    def _frame(src: bytes | bytearray | memoryview, start: int, length: int) -> RemotingCommand:
-        (type_word,) = _LENGTH.unpack_from(src, start)
-        h = type_word & _HEADER_MASK
-        if h > length - 4:
-            raise ProtocolError(f"header length {h} exceeds frame length {length} - 4")
-        decode = _DECODERS.get((type_word >> 24) & 0xFF)
-        if decode is None:
-            raise ProtocolError(f"unknown serialize type {(type_word >> 24) & 0xFF}")
-        hstart = start + 4
-        bstart = hstart + h
-        bend = start + length
-        if bend <= bstart:
-            body = b""
-        elif type(src) is bytes:
-            body = src[bstart:bend]
+    def take(self, limit: int | None = None) -> list[RemotingCommand]:
+        """Decode up to ``limit`` (default all) of the waiting frames, in order.
+
+        At a malformed frame: the commands before it if there are any (the
+        error waits for the next call), else the error.
+        """
+        waiting = self._waiting
+        if not waiting:
+            if self._error is not None:
+                raise self._error
+            return []
+        n = waiting if limit is None or limit >= waiting else limit
+        src, pos = self._src, self._pos
+        out: list[RemotingCommand] = []
+        try:
+            for _ in range(n):
+                (length,) = _LENGTH.unpack_from(src, pos)
+                out.append(_frame(src, pos + 4, length))
+                pos += 4 + length
+        except Exception as exc:  # a fault of any header decoder: the stream is unusable
+            self._error = exc
+            self._src, self._pos, self._end, self._waiting = b"", 0, 0, 0
+            self._buf = bytearray()
+            if not out:
+                raise
+            return out
+        waiting -= n
+        self._waiting = waiting
+        if src is self._buf:
+            # Taken frames leave the buffer (deleting a bytearray's front is cheap).
+            del self._buf[:pos]
+            self._end -= pos
+            if not waiting:
+                self._src, self._end = b"", 0
+        elif waiting:
+            self._pos = pos
         else:
-            # One copy: slicing a bytearray copies once and bytes() again. Pull
-            # answers (32 records of 1 KiB and more) are most often assembled
-            # here over several reads. The view is gone when the expression
-            # ends, so the buffer may still resize.
-            body = bytes(memoryview(src)[bstart:bend])
-        # Slicing copies the (small) header, so no view pins the bytearray buffer.
-        return decode(src[hstart:bstart], body)
+            self._src, self._pos, self._end = b"", 0, 0
+        return out
+
+
+def _frame(src: bytes | bytearray | memoryview, start: int, length: int) -> RemotingCommand:
+    (type_word,) = _LENGTH.unpack_from(src, start)
+    h = type_word & _HEADER_MASK
+    if h > length - 4:
+        raise ProtocolError(f"header length {h} exceeds frame length {length} - 4")
+    decode = _DECODERS.get((type_word >> 24) & 0xFF)
+    if decode is None:
+        raise ProtocolError(f"unknown serialize type {(type_word >> 24) & 0xFF}")
+    hstart = start + 4
+    bstart = hstart + h
+    bend = start + length
+    if bend <= bstart:
+        body = b""
+    elif type(src) is bytes:
+        body = src[bstart:bend]
+    else:
+        # One copy: slicing a bytearray copies once and bytes() again. Pull
+        # answers (32 records of 1 KiB and more) are most often assembled
+        # here over several reads. The view is gone when the expression
+        # ends, so the buffer may still resize.
+        body = bytes(memoryview(src)[bstart:bend])
+    # Slicing copies the (small) header, so no view pins the bytearray buffer.
+    return decode(src[hstart:bstart], body)

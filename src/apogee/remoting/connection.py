@@ -22,12 +22,17 @@ Invariants:
   RemotingClosedError and close listeners run once.
 * At most ``COMMANDS_PER_TURN`` commands of one read are handled in one loop
   callback; the rest wait, reading paused, for the next turns, so a peer that
-  pipelines thousands of requests shares the loop with the others. With a
+  pipelines thousands of requests shares the loop with the others. They wait
+  as frames in the decoder, undecoded: no object each for the cycle
+  collector to walk; each is decoded at its turn. With a
   ``TurnShare`` (a server's connections) those later turns are taken
   round-robin across the connections, at most ``COMMANDS_PER_ITERATION``
   commands per loop iteration in all: hundreds of pipelining peers would
   otherwise make every iteration handle 32 commands of each of them.
 * A malformed frame or one over the size limit closes this connection only.
+  A length word is checked when it is read, a header at its frame's turn;
+  either way the frames before it are handled and the answers written for
+  them leave (for ``CLOSE_FLUSH_S`` at most), nothing after it is handled.
 * Writes go out through ``transport.writelines`` so body buffers (memoryviews
   of mapped files) are gathered, not joined. Answers written while the
   requests of one read are dispatched go out together at the end of it, and
@@ -66,6 +71,8 @@ log = logging.getLogger(__name__)
 COMMANDS_PER_TURN = 32
 #: Commands of later turns handled per loop iteration across the connections of a TurnShare.
 COMMANDS_PER_ITERATION = 256
+#: After a malformed frame, how long the answers already written get to leave.
+CLOSE_FLUSH_S = 2.0
 
 #: A deadline this close is taken as reached: the loop's timers may fire this early
 #: (uvloop counts in whole milliseconds), and re-arming for the rest would spin.
@@ -129,7 +136,8 @@ class Connection(asyncio.Protocol):
         self.partial_since = 0.0
         self._max_write = max_write_buffer_bytes
         self._refuse = refuse  # why to close at once (too many connections)
-        self._deferred: list[RemotingCommand] | None = None  # decoded, for a later turn
+        self._turn_waiting = False  # frames wait in the decoder for a later turn
+        self._abort_handle: asyncio.TimerHandle | None = None  # after a malformed frame
         self._share = share
 
     # -- asyncio.Protocol -----------------------------------------------------
@@ -153,42 +161,53 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
+        decoder = self._decoder
+        waiting = self._turn_waiting  # bytes read before the pause: after the frames waiting
+        completed = False
         try:
-            commands = self._decoder.feed(data)
-        except ProtocolError as exc:
-            log.warning("closing connection with %s: %.300s", self.peer, exc)
-            self.abort()
-            return
-        except Exception as exc:  # a decoder fault must not reach the transport
-            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
-                      self.peer, exc)  # fmt: skip
-            self.abort()
+            if waiting:
+                completed = decoder.push(data) > 0
+                commands: list[RemotingCommand] = []
+            else:
+                commands = decoder.read(data, COMMANDS_PER_TURN)
+        except Exception as exc:
+            self._broken(exc)
             return
         budget = self._budget
         if budget is not None:
-            held = self._decoder.buffered
-            if (held or self._held) and not self._account(held, budget, bool(commands)):
-                return
-        if self._deferred is not None:  # bytes read before the pause: after the rest
-            self._deferred += commands
-        elif len(commands) == 1:
+            held = decoder.buffered
+            if held or self._held:
+                # frames completed by these bytes: those pushed, or those read (taken or left)
+                if not waiting:
+                    completed = bool(commands) or decoder.pending
+                if not self._account(held, budget, completed):
+                    return
+        if waiting:
+            return
+        if len(commands) == 1 and not decoder.pending:
             self._on_command(commands[0])
         else:
             self._handle(commands)
 
-    def _handle(self, commands: list[RemotingCommand]) -> None:
-        if len(commands) > COMMANDS_PER_TURN:
+    def _handle(self, commands: list[RemotingCommand]) -> int:
+        """Handle a turn's commands, and have a later turn take the frames left."""
+        if self._decoder.pending:
             # A peer that pipelines thousands of requests gets them handled a
             # turn at a time, reading paused meanwhile, so that the requests of
-            # other connections are not queued behind all of them.
-            self._deferred = commands[COMMANDS_PER_TURN:]
-            commands = commands[:COMMANDS_PER_TURN]
+            # other connections are not queued behind all of them. The frames
+            # wait undecoded (a malformed one ends the connection at its turn).
+            self._turn_waiting = True
             if self._transport is not None:
                 self._transport.pause_reading()
             if self._share is not None:
                 self._share.enqueue(self)
             else:
                 self._loop.call_soon(self._next_turn)
+        elif not commands:  # a partial frame only
+            return 0
+        if len(commands) == 1:
+            self._on_command(commands[0])
+            return 1
         # Answers written while these requests are handled leave in one writev,
         # not one send() each: on loopback a send costs as much as a request.
         outermost = self.hold_writes()
@@ -198,17 +217,41 @@ class Connection(asyncio.Protocol):
         finally:
             if outermost:
                 self.release_writes()
+        return len(commands)
 
     def _next_turn(self) -> int:
-        """Handle the next turn of deferred commands; how many were handled."""
-        rest, self._deferred = self._deferred, None
+        """Handle the next turn of waiting frames; how many were handled."""
+        self._turn_waiting = False
         transport = self._transport
-        if not rest or transport is None or transport.is_closing():
+        if transport is None or transport.is_closing():
             return 0
-        self._handle(rest)
-        if self._deferred is None and not (self._write_paused and self._server_side):
+        try:
+            commands = self._decoder.take(COMMANDS_PER_TURN)
+        except Exception as exc:
+            self._broken(exc)
+            return 0
+        handled = self._handle(commands)
+        if not self._turn_waiting and not (self._write_paused and self._server_side):
             transport.resume_reading()
-        return min(len(rest), COMMANDS_PER_TURN)
+        return handled
+
+    def _broken(self, exc: Exception) -> None:
+        """A malformed frame (or a fault of the decoder on one): close with one log line."""
+        if isinstance(exc, ProtocolError):
+            log.warning("closing connection with %s: %.300s", self.peer, exc)
+        else:  # a decoder fault must not reach the transport
+            log.error("closing connection with %s: its bytes broke the decoder: %.300r",
+                      self.peer, exc)  # fmt: skip
+        self._close_broken()
+
+    def _close_broken(self) -> None:
+        """Close after a malformed frame: the answers written before it still leave."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.close()
+        # A peer that does not read them must not keep the connection open.
+        self._abort_handle = self._loop.call_later(CLOSE_FLUSH_S, transport.abort)
 
     def _account(self, held: int, budget: FrameBudget, completed: bool) -> bool:
         """Count this connection's partial frame in the budget; False if it was cut off.
@@ -249,7 +292,7 @@ class Connection(asyncio.Protocol):
         # While commands wait for a turn, the last of those turns resumes reading.
         if (
             self._server_side
-            and self._deferred is None
+            and not self._turn_waiting
             and transport is not None
             and not transport.is_closing()
         ):
@@ -259,6 +302,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
+        if self._abort_handle is not None:
+            self._abort_handle.cancel()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

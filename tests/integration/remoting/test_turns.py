@@ -5,12 +5,16 @@ commands of one read a turn of ``COMMANDS_PER_TURN`` at a time, reading
 paused in between: shown through a ``FakeTransport`` (a stand-in for the
 socket, named so, that records pause and resume) where the turns are counted
 exactly, and over real sockets where the pipeline must still be handled
-whole and in order.
+whole and in order. Frames waiting for their turn are kept undecoded, so a
+malformed one is found at its turn: what came before it is answered, nothing
+after it is handled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import struct
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -121,6 +125,22 @@ async def test_a_pipeline_is_handled_a_turn_at_a_time_and_others_go_in_between()
     assert busy_transport.calls[-1] == "resume"
 
 
+async def test_bytes_read_while_frames_wait_are_handled_after_them() -> None:
+    # (A TLS transport may hand over bytes it had decrypted before the pause.)
+    recorder = Recorder()
+    table = HandlerTable()
+    table.register(RECORD, recorder.handle)
+    conn, transport = connect(table)
+    first, second = frames("a", 3 * COMMANDS_PER_TURN), frames("b", 50)
+    conn.data_received(first + second[:10])  # ends mid-frame
+    conn.data_received(second[10:])
+    for _ in range(10):
+        await asyncio.sleep(0)
+    expected = [("a", op) for op in range(3 * COMMANDS_PER_TURN)] + [("b", op) for op in range(50)]
+    assert recorder.seen == expected
+    assert transport.calls[0] == "pause" and transport.calls[-1] == "resume"
+
+
 async def test_many_pipelines_share_a_bounded_number_of_commands_per_iteration() -> None:
     # Twenty pipelining peers: their later turns are taken round-robin, at most
     # per_iteration commands per loop iteration in all, and none waits for ever.
@@ -166,3 +186,69 @@ async def test_a_pipeline_over_a_socket_is_answered_whole_and_in_order(
     assert await answers(busy_r, 1) == [0]
     for writer in (busy_w, other_w):
         writer.close()
+
+
+#: Tracked objects a frame waiting for its turn may add (the connection's own
+#: objects and the share's queue come to a handful in all).
+MAX_TRACKED_PER_WAITING_FRAME = 0.01
+
+
+async def test_frames_waiting_for_their_turn_add_nothing_for_the_cycle_collector() -> None:
+    # Hundreds of pipelining peers keep tens of thousands of frames waiting: decoded,
+    # each would be objects that every young collection walks.
+    recorder = Recorder()
+    table = HandlerTable()
+    table.register(RECORD, recorder.handle)
+    share = TurnShare()
+    peers = [connect(table, share) for _ in range(8)]
+    pipeline = frames("p", PIPELINED // 4)
+    gc.collect()
+    gc.disable()  # what the waiting frames create is counted, even what a collection would free
+    try:
+        before = len(gc.get_objects())
+        for conn, _ in peers:
+            conn.data_received(pipeline)
+        waiting = len(peers) * (PIPELINED // 4 - COMMANDS_PER_TURN)
+        # the commands handled in the first turns are gone with their answers
+        recorder.seen.clear()
+        per_frame = (len(gc.get_objects()) - before) / waiting
+    finally:
+        gc.enable()
+    assert per_frame <= MAX_TRACKED_PER_WAITING_FRAME, f"{per_frame:.2f} per waiting frame"
+    while len(share):
+        await asyncio.sleep(0)
+    assert len(recorder.seen) == waiting  # each still handled, in its turn
+
+
+#: each malformed in its own way, none of them a frame the peer could go on after
+MALFORMED = {
+    "header longer than the frame": struct.pack(">ii", 12, 99) + b"x" * 8,
+    "unknown serialize type": struct.pack(">ii", 8, (7 << 24) | 2) + b"{}zz",
+    "header not JSON": struct.pack(">ii", 6, 2) + b"{x",
+    "binary header too short": struct.pack(">ii", 14, (1 << 24) | 10) + b"\x00" * 10,
+    "length shorter than the type word": struct.pack(">ii", 2, 0),
+    "oversized length": struct.pack(">i", 0x7FFFFFF0) + b"x" * 100,
+}
+
+
+@pytest.mark.parametrize("before", [5, 3 * COMMANDS_PER_TURN + 7])
+@pytest.mark.parametrize("malformed", list(MALFORMED))
+async def test_a_malformed_frame_behind_pipelined_ones_ends_the_connection_at_its_turn(
+    served: tuple[Recorder, int], malformed: str, before: int
+) -> None:
+    recorder, port = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frames("busy", before) + MALFORMED[malformed] + frames("after", 40))
+    await writer.drain()
+    got: list[int] = []
+    decoder = FrameDecoder()
+    while data := await asyncio.wait_for(reader.read(1 << 16), 10):
+        got += [cmd.opaque for cmd in decoder.feed(data)]
+    # the answers due before it went out, then the connection closed
+    assert got == list(range(before))
+    assert [who for who, _ in recorder.seen] == ["busy"] * before
+    writer.close()
+    other_r, other_w = await asyncio.open_connection("127.0.0.1", port)
+    other_w.write(frames("other", 1))
+    assert await answers(other_r, 1) == [0]  # only that connection was closed
+    other_w.close()

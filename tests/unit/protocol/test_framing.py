@@ -297,3 +297,94 @@ def test_binary_cannot_encode_codes_beyond_int16() -> None:
     cmd = RemotingCommand(200050, serialize_type=SerializeType.ROCKETMQ)
     with pytest.raises(ProtocolError):
         encode(cmd)
+
+
+# -- frames waiting undecoded -----------------------------------------------------
+
+
+def _requests(count: int, start: int = 0) -> list[RemotingCommand]:
+    return [RemotingCommand(RequestCode.HEART_BEAT, opaque=i, body=b"b%d" % i)
+            for i in range(start, start + count)]  # fmt: skip
+
+
+def test_pushed_frames_wait_undecoded_until_taken_a_few_at_a_time() -> None:
+    cmds = _requests(10)
+    stream = b"".join(encode_bytes(c) for c in cmds)
+    decoder = FrameDecoder()
+    assert decoder.push(stream[:-3]) == 9
+    assert (decoder.waiting, decoder.buffered) == (9, len(encode_bytes(cmds[9])) - 3)
+    assert decoder.take(4) == cmds[:4]
+    assert decoder.push(stream[-3:]) == 1  # more bytes while frames still wait
+    assert (decoder.waiting, decoder.buffered) == (6, 0)
+    assert decoder.take(4) == cmds[4:8]
+    assert decoder.take() == cmds[8:]
+    assert (decoder.waiting, decoder.buffered, decoder.take()) == (0, 0, [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_push_and_take_in_random_splits_and_turns_equal_the_stream(data: st.DataObject) -> None:
+    cmds = data.draw(st.lists(commands(SerializeType.JSON), min_size=1, max_size=8))
+    stream = b"".join(encode_bytes(c) for c in cmds)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        decoder.push(bytearray(stream[start:end]))  # a buffer its owner could reuse
+        got += decoder.take(data.draw(st.integers(0, 3)))
+    got += decoder.take()
+    assert got == cmds
+    assert (decoder.waiting, decoder.buffered) == (0, 0)
+
+
+def test_frames_waiting_across_reads_are_kept_apart_from_the_partial_one() -> None:
+    cmds = _requests(6)
+    frames = [encode_bytes(c) for c in cmds]
+    decoder = FrameDecoder()
+    decoder.push(frames[0][:5])  # a partial frame first: the rest lands in the buffer
+    decoder.push(frames[0][5:] + b"".join(frames[1:5]) + frames[5][:9])
+    assert (decoder.waiting, decoder.buffered) == (5, 9)
+    assert decoder.take(2) == cmds[:2]
+    assert (decoder.waiting, decoder.buffered) == (3, 9)
+    decoder.push(frames[5][9:])
+    assert decoder.take() == cmds[2:]
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        struct.pack(">ii", 6, 2) + b"{x",  # header not JSON: found when decoded
+        struct.pack(">ii", 10, 7) + b"{}xxxx",  # header longer than the frame
+        struct.pack(">ii", 2, 0),  # length word: found when pushed
+        struct.pack(">i", 2000),  # over the maximum, nothing of it buffered
+    ],
+)
+def test_frames_before_a_malformed_one_are_given_then_the_error_and_nothing_after(
+    bad: bytes,
+) -> None:
+    before, after = _requests(5), _requests(3, start=5)
+    decoder = FrameDecoder(max_frame_bytes=1024)
+    decoder.push(b"".join(encode_bytes(c) for c in before) + bad)
+    decoder.push(b"".join(encode_bytes(c) for c in after))
+    assert decoder.take(3) == before[:3]
+    assert decoder.take() == before[3:]
+    assert decoder.failed and decoder.waiting == 0 and decoder.buffered == 0
+    with pytest.raises(ProtocolError):
+        decoder.take()
+    with pytest.raises(ProtocolError):  # and so on: the stream is unusable
+        decoder.take()
+
+
+def test_read_takes_a_turn_now_and_keeps_the_rest_apart_from_a_reused_buffer() -> None:
+    cmds = _requests(7)
+    stream = b"".join(encode_bytes(c) for c in cmds)
+    reused = bytearray(stream[:-2])
+    decoder = FrameDecoder()
+    assert decoder.read(reused, 2) == cmds[:2]
+    assert (decoder.waiting, decoder.buffered) == (4, len(encode_bytes(cmds[6])) - 2)
+    reused[:] = b"\xff" * len(reused)  # its owner reads into it again
+    assert decoder.read(stream[-2:], 3) == cmds[2:5]
+    assert decoder.take() == cmds[5:]
+    assert (decoder.waiting, decoder.buffered) == (0, 0)
+    assert decoder.read(memoryview(stream)) == cmds  # no limit: all of it, in place
