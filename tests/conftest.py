@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -62,6 +63,19 @@ def _log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("APOGEE_LOG_DIR", None)
     else:
         os.environ["APOGEE_LOG_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``tempfile``'s directories made in this process go under the run's tmp dir too.
+
+    Some are kept on purpose (a C++ client's home, whose log a failure message
+    quotes); pytest removes old runs' tmp dirs, so they do not pile up in /tmp.
+    """
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tmp"))
+    yield
+    tempfile.tempdir = saved
 
 
 @pytest.fixture(scope="module", params=BUILDS)

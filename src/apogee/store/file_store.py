@@ -356,15 +356,8 @@ class FileMessageStore:
 
     def put(self, msg: StoreMessage) -> PutResult:
         if self._writable:
-            result = self.commit_log.append(msg)
-            if result.status is _PUT_OK:
-                if self._wake_dispatch is not None:
-                    self._wake_dispatch()
-                return result
-        else:
-            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
-        self.stats["put_failed"] += 1
-        return result
+            return self._appended(self.commit_log.append(msg))
+        return self._refused()
 
     def put_derived(  # noqa: PLR0917  # the fields that change
         self,
@@ -378,29 +371,31 @@ class FileMessageStore:
         """Append a copy of a stored record with another topic, queue, transaction
         type, prepared offset and properties (``CommitLog.append_derived``)."""
         if self._writable:
-            result = self.commit_log.append_derived(
-                source, topic, queue_id, transaction_type, prepared, properties
+            return self._appended(
+                self.commit_log.append_derived(
+                    source, topic, queue_id, transaction_type, prepared, properties
+                )
             )
-            if result.status is _PUT_OK:
-                if self._wake_dispatch is not None:
-                    self._wake_dispatch()
-                return result
-        else:
-            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
-        self.stats["put_failed"] += 1
-        return result
+        return self._refused()
 
     def put_batch(self, batch: StoreBatch) -> PutResult:
         if self._writable:
-            result = self.commit_log.append_batch(batch)
-            if result.status is _PUT_OK:
-                if self._wake_dispatch is not None:
-                    self._wake_dispatch()
-                return result
+            return self._appended(self.commit_log.append_batch(batch))
+        return self._refused()
+
+    def _appended(self, result: PutResult) -> PutResult:
+        """An append's result: a stored one wakes the dispatch, a refused one is counted."""
+        if result.status is _PUT_OK:
+            if self._wake_dispatch is not None:
+                self._wake_dispatch()
         else:
-            result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
-        self.stats["put_failed"] += 1
+            self.stats["put_failed"] += 1
         return result
+
+    def _refused(self) -> PutResult:
+        """The answer to a put while the store takes no writes, counted as failed."""
+        self.stats["put_failed"] += 1
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self._unwritable())
 
     def flush_future(self, result: PutResult) -> Future[PutStatus]:
         """Completes PUT_OK once ``result``'s bytes are flushed (SYNC_FLUSH), else at once."""

@@ -10,6 +10,7 @@ import asyncio
 import itertools
 from pathlib import Path
 
+from apogee.broker.broker import Broker
 from apogee.broker.long_polling import DROP_SLICE, RUN_SLICE
 from apogee.codes import ResponseCode
 from apogee.model.message_codec import iter_records
@@ -70,32 +71,10 @@ async def test_many_closing_connections_drop_their_pulls_a_slice_per_loop_turn(
         run_broker(tmp_path / "store", max_parked_pulls_per_connection=per_connection) as broker,
         RemotingClient() as client,
     ):
-        assert (await send(client, broker.address, "T", b"x")).code == ResponseCode.SUCCESS
-        frames = b"".join(
-            encode_bytes(_with_opaque(pull_request("T", 0, 1, sys_flag=SUSPEND,
-                                                   suspend_ms=60_000), i))
-            for i in range(per_connection)
-        )  # fmt: skip
-        writers = []
-        for _ in range(connections):
-            _, writer = await asyncio.open_connection("127.0.0.1", broker.port)
-            writer.write(frames)
-            writers.append(writer)
-        total = connections * per_connection
-        await eventually(lambda: _async(len(broker.holds) == total), timeout_s=60)
-
-        # The broker runs on this loop: record how many pulls are parked at every turn.
-        loop = asyncio.get_running_loop()
-        per_turn: list[int] = []
-
-        def record() -> None:
-            per_turn.append(len(broker.holds))
-            if per_turn[-1]:
-                loop.call_soon(record)
-
-        for writer in writers:
+        peers = await _park(broker, client, connections, per_connection)
+        for _, writer in peers:
             writer.close()
-        loop.call_soon(record)
+        per_turn = _parked_per_turn(broker)
         # another topic: a message on T would wake the pulls rather than drop them
         answer = await send(client, broker.address, "Other", b"meanwhile")
         parked_when_answered = len(broker.holds)
@@ -120,29 +99,8 @@ async def test_a_message_waking_many_parked_pulls_releases_them_a_slice_per_loop
         run_broker(tmp_path / "store", max_parked_pulls_per_connection=per_connection) as broker,
         RemotingClient() as client,
     ):
-        assert (await send(client, broker.address, "T", b"x")).code == ResponseCode.SUCCESS
-        frames = b"".join(
-            encode_bytes(_with_opaque(pull_request("T", 0, 1, sys_flag=SUSPEND,
-                                                   suspend_ms=60_000), i))
-            for i in range(per_connection)
-        )  # fmt: skip
-        peers = []
-        for _ in range(connections):
-            reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
-            writer.write(frames)
-            peers.append((reader, writer))
-        total = connections * per_connection
-        await eventually(lambda: _async(len(broker.holds) == total), timeout_s=60)
-
-        loop = asyncio.get_running_loop()
-        per_turn: list[int] = []
-
-        def record() -> None:
-            per_turn.append(len(broker.holds))
-            if per_turn[-1]:
-                loop.call_soon(record)
-
-        loop.call_soon(record)
+        peers = await _park(broker, client, connections, per_connection)
+        per_turn = _parked_per_turn(broker)
         assert (await send(client, broker.address, "T", b"y")).code == ResponseCode.SUCCESS
         await eventually(lambda: _async(len(broker.holds) == 0), timeout_s=30)
 
@@ -152,6 +110,44 @@ async def test_a_message_waking_many_parked_pulls_releases_them_a_slice_per_loop
             answers = await _answers(reader, per_connection)
             assert {a.code for a in answers} == {ResponseCode.SUCCESS}
             writer.close()
+
+
+Peer = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _park(
+    broker: Broker, client: RemotingClient, connections: int, per_connection: int
+) -> list[Peer]:
+    """Parks ``per_connection`` pulls of queue T:0 on each of ``connections`` new connections
+    (after one message on T, so that the topic exists) and waits until all are held."""
+    assert (await send(client, broker.address, "T", b"x")).code == ResponseCode.SUCCESS
+    frames = b"".join(
+        encode_bytes(_with_opaque(pull_request("T", 0, 1, sys_flag=SUSPEND, suspend_ms=60_000), i))
+        for i in range(per_connection)
+    )
+    peers = []
+    for _ in range(connections):
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        writer.write(frames)
+        peers.append((reader, writer))
+    total = connections * per_connection
+    await eventually(lambda: _async(len(broker.holds) == total), timeout_s=60)
+    return peers
+
+
+def _parked_per_turn(broker: Broker) -> list[int]:
+    """How many pulls are parked, recorded from the next loop turn on at every turn until
+    none is (the broker runs on this loop)."""
+    loop = asyncio.get_running_loop()
+    per_turn: list[int] = []
+
+    def record() -> None:
+        per_turn.append(len(broker.holds))
+        if per_turn[-1]:
+            loop.call_soon(record)
+
+    loop.call_soon(record)
+    return per_turn
 
 
 async def _answers(reader: asyncio.StreamReader, count: int) -> list[RemotingCommand]:
