@@ -58,11 +58,17 @@ $(CHROMIUM):
 # The compiled kernels must have been built here: their tests fail, not skip.
 # Then the unit tests, the store's and the request path's tests once more on the interpreted
 # sources (no Cython modules, no C GroupSync), which are what runs where no C compiler is at hand.
-INTERPRETED_TESTS := tests/unit tests/integration/remoting tests/integration/broker/test_send.py \
+# The unit tests share nothing outside their tmp_path (no port, no broker, no fixed file) and
+# are bound by CPU: they run on TEST_WORKERS processes (pytest-xdist). The others start
+# brokers, JVMs and clients of their own and wait on them, one test at a time.
+TEST_WORKERS ?= 2
+INTERPRETED_TESTS := tests/integration/remoting tests/integration/broker/test_send.py \
 	tests/integration/broker/test_pull.py tests/integration/client/test_producer.py \
 	tests/integration/client/test_push_consumer.py
 test: java lint typecheck layers $(CHROMIUM)
-	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q
+	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q -n $(TEST_WORKERS) tests/unit
+	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q --ignore=tests/unit
+	APOGEE_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) tests/unit
 	APOGEE_PURE_PYTHON=1 $(BIN)/pytest -q $(INTERPRETED_TESTS)
 
 clean:
