@@ -276,12 +276,14 @@ def _gather(runs: list[tuple[bytes, np.ndarray, np.ndarray]]) -> pa.Array:
     total = int(offsets[-1])
     if total > _MAX_BINARY_BYTES:
         raise ValueError(f"{total} bytes do not fit one Arrow binary array (int32 offsets)")
-    data = np.empty(total, np.uint8)
+    # from Arrow's pool, which keeps freed memory for the next batch: a fresh numpy
+    # array of this size would be new pages from the kernel, faulted in one by one
+    data = pa.allocate_buffer(total)
     at = 0
     for src, starts, n in runs:
         at = copy_runs(src, starts.tolist(), n.tolist(), data, at)
     return pa.BinaryArray.from_buffers(
-        pa.binary(), count, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        pa.binary(), count, [None, pa.py_buffer(offsets.astype(np.int32)), data]
     )
 
 
