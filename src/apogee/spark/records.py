@@ -11,8 +11,9 @@ where the next record starts (TOTALSIZE) and whether the range ends
 (QUEUEOFFSET), in ``apogee.spark.scan`` (compiled by Cython when it can be).
 Every other field is gathered for all records of a pull at once with numpy,
 at positions computed from the sysFlag (IPv6 hosts) and the magic code
-(topic length width). Bodies and property strings are cut out of
-the pull body by Arrow, without a Python object per row. The property
+(topic length width). Bodies and property strings are copied once, at
+``flush``, straight from the pull bodies into the data buffer of their
+column (``copy_runs``), without a Python object per row. The property
 strings are parsed per batch on their bytes with numpy: tags, keys and the
 unique key become their columns, ``properties`` holds the rest. ``msgId`` is
 the producer's unique key (what consumers call msgId), or the offset message
@@ -56,7 +57,7 @@ from apogee.model.message import (
 )
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
-from apogee.spark.scan import record_starts
+from apogee.spark.scan import copy_runs, record_starts
 
 SOURCE_SCHEMA = StructType(
     [
@@ -103,6 +104,7 @@ ARROW_SCHEMA: pa.Schema = pa.schema(
 _STRING_EMPTY = pa.nulls(0, pa.string())
 # byte -> its two upper-case hex digits, for offset message ids
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
+_MAX_BINARY_BYTES = (1 << 31) - 1
 _TAKEN_OUT = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
@@ -114,8 +116,14 @@ class _Chunk:
     born: np.ndarray
     stored: np.ndarray
     reconsumes: np.ndarray
-    bodies: pa.Array  # binary
-    props: pa.Array  # binary: the raw property strings
+    src: bytes  # the pull body
+    # where each kept record's body and property string lie: the body in ``body_src``
+    # (the pull body, or the inflated bodies back to back when one was compressed)
+    body_src: bytes
+    body_at: np.ndarray
+    body_len: np.ndarray
+    props_at: np.ndarray
+    props_len: np.ndarray
     # STOREHOST and PHYSICALOFFSET positions: the offset message ids, made only when a
     # row has no unique key (producers almost always set one)
     id_parts: tuple[bytes, np.ndarray, np.ndarray, np.ndarray]
@@ -160,11 +168,7 @@ class ColumnBuilder:
             parts = [getattr(c, name) for c in chunks]
             return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-        def joined(name: str, kind: pa.DataType) -> pa.Array:
-            parts = [getattr(c, name) for c in chunks]
-            return pa.concat_arrays(parts) if parts else pa.nulls(0, kind)
-
-        props, picked = _properties(joined("props", pa.binary()))
+        props, picked = _properties(_gather([(c.src, c.props_at, c.props_len) for c in chunks]))
         tags, keys, uniq = picked
         if uniq.null_count:
             # the offset message id where the producer set no unique key
@@ -178,7 +182,7 @@ class ColumnBuilder:
             uniq,
             tags,
             keys,
-            joined("bodies", pa.binary()),
+            _gather([(c.body_src, c.body_at, c.body_len) for c in chunks]),
             props,
             pa.array(ints("born") * 1000, utc),  # epoch ms -> Spark's microseconds
             pa.array(ints("stored") * 1000, utc),
@@ -226,20 +230,26 @@ def _decode(body: bytes, at: np.ndarray, end: int, sub: SubscriptionData | None)
         body_at, body_len, props_at, props_len = (
             body_at[keep], body_len[keep], props_at[keep], props_len[keep]
         )  # fmt: skip
-    bodies = _slices(body, body_at, body_len)
+    body_src = body
     compressed = (sysflag & COMPRESSED_FLAG) != 0
-    if compressed.any():  # rare: inflated one by one
-        values = bodies.to_pylist()
+    if compressed.any():  # rare: inflated one by one, then laid out back to back
+        values = [body[a : a + n] for a, n in zip(body_at.tolist(), body_len.tolist(), strict=True)]
         for i in np.flatnonzero(compressed).tolist():
             values[i] = _inflate(values[i], int(sysflag[i]))
-        bodies = pa.array(values, pa.binary())
+        body_len = np.array([len(v) for v in values], np.int64)
+        body_at = np.cumsum(body_len) - body_len
+        body_src = b"".join(values)
     return _Chunk(
         offsets=_int(buf, at + 20, 8),
         born=_int(buf, at + 40, 8),
         stored=_int(buf, stored_at, 8),
         reconsumes=_int(buf, host_at + host_len, 4),
-        bodies=bodies,
-        props=_slices(body, props_at, props_len),
+        src=body,
+        body_src=body_src,
+        body_at=body_at,
+        body_len=body_len,
+        props_at=props_at,
+        props_len=props_len,
         id_parts=(body, host_at, host_len, at + 28),
     )
 
@@ -250,20 +260,31 @@ def _int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     return raw.view(f">i{width}")[:, 0].astype(np.int64)
 
 
-def _slices(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """``body[s : s + n]`` for each start and length (in order, not overlapping), as one
-    binary array, cut in Arrow: the values and the gaps between them are the elements of
-    one array over ``body`` itself, and the values are taken out of it."""
-    n = len(starts)
-    if not n:
+def _gather(runs: list[tuple[bytes, np.ndarray, np.ndarray]]) -> pa.Array:
+    """One binary array of ``src[s : s + n]`` for each (src, starts, lengths) in order.
+
+    Each value is copied once, into the array's own data buffer (``copy_runs``);
+    taking slices in Arrow instead costs a copy for the take and another to join
+    the arrays of several pulls.
+    """
+    lengths = [n for _, _, n in runs]
+    count = sum(len(n) for n in lengths)
+    if not count:
         return pa.nulls(0, pa.binary())
-    bounds = np.empty(2 * n, np.int64)
-    bounds[0::2] = starts
-    bounds[1::2] = starts + lengths
-    spans = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(body)]
+    offsets = np.zeros(count + 1, np.int64)
+    np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    total = int(offsets[-1])
+    if total > _MAX_BINARY_BYTES:
+        raise ValueError(f"{total} bytes do not fit one Arrow binary array (int32 offsets)")
+    # from Arrow's pool, which keeps freed memory for the next batch: a fresh numpy
+    # array of this size would be new pages from the kernel, faulted in one by one
+    data = pa.allocate_buffer(total)
+    at = 0
+    for src, starts, n in runs:
+        at = copy_runs(src, starts.tolist(), n.tolist(), data, at)
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(offsets.astype(np.int32)), data]
     )
-    return spans.take(pa.array(np.arange(0, 2 * n - 1, 2))).cast(pa.binary())
 
 
 def _offset_ids(

@@ -63,3 +63,28 @@ def test_a_record_cut_short_raises_naming_its_byte() -> None:
     with pytest.raises(ProtocolError, match=f"record at byte {first} "):
         scan.record_starts(body[: first + 50], 1 << 62)
     assert scan.record_starts(b"", 5) == ([], 0, -1)
+
+
+@pytest.mark.parametrize("module", [scan, INTERPRETED], ids=["as-built", "interpreted"])
+def test_copy_runs_lays_runs_back_to_back_and_refuses_runs_out_of_bounds(module: object) -> None:
+    copy_runs = module.copy_runs  # type: ignore[attr-defined]
+    src = bytes(range(200))
+    out = bytearray(b"\xee" * 16)
+
+    assert copy_runs(src, [10, 0, 199, 50], [3, 2, 1, 0], out, 4) == 10
+    assert bytes(out) == b"\xee" * 4 + bytes([10, 11, 12, 0, 1, 199]) + b"\xee" * 6
+
+    for starts, lengths, at in (
+        ([198], [3], 0),  # past the end of the source
+        ([-1], [2], 0),
+        ([0], [-1], 0),
+        ([0], [17], 0),  # past the end of the output
+        ([0], [4], 13),
+        ([0], [1], -1),
+    ):
+        before = bytes(out)
+        with pytest.raises(ValueError, match=r"copy_runs|outside|overflows"):
+            copy_runs(src, starts, lengths, out, at)
+        assert bytes(out) == before
+    with pytest.raises(ValueError, match="as many lengths"):
+        copy_runs(src, [0, 1], [1], out, 0)
