@@ -345,12 +345,17 @@ def _send_header_py(
 
 def decode_send_header(code: int, ext: ExtFields) -> SendMessageRequestHeader:
     """The send header of a SEND_MESSAGE, SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE."""
-    if code == RequestCode.SEND_MESSAGE:
-        return SendMessageRequestHeader.from_ext(ext)
-    header = SendMessageRequestHeader.from_ext_v2(ext)
-    if code == RequestCode.SEND_BATCH_MESSAGE:
+    # straight to the decoder, with the codes as plain ints: every send comes here
+    if code == _SEND_MESSAGE:
+        return _send_header(ext, _LONG_NAMES, SendMessageRequestHeader)
+    header = _send_header(ext, _SHORT_NAMES, SendMessageRequestHeader)
+    if code == _SEND_BATCH_MESSAGE:
         header.batch = True
     return header
+
+
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
 
 @dataclass(frozen=True, slots=True)
