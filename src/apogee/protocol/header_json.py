@@ -708,7 +708,10 @@ def _decode_direct(header: object, body: Any) -> object:
         scanner.p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(header))
         scanner.n = len(header)
         return scanner.command(body)
-    PyObject_GetBuffer(header, cython.address(view), PyBUF_SIMPLE)
+    try:
+        PyObject_GetBuffer(header, cython.address(view), PyBUF_SIMPLE)
+    except BufferError:  # not contiguous: orjson decides
+        return None
     try:
         scanner.p = cython.cast(cython.p_uchar, view.buf)
         scanner.n = view.len

@@ -217,3 +217,9 @@ def test_a_send_answer_is_encoded_directly_and_byte_for_byte(builds: tuple[Any, 
     )
     assert compiled.encode(answer) == interpreted.encode(answer) == expected
     assert compiled.decode(expected, b"") == interpreted.decode(expected, b"") == answer
+
+
+def test_a_strided_view_is_left_to_the_dict_route(builds: tuple[Any, Any]) -> None:
+    compiled, interpreted = builds
+    strided = memoryview(b'{ ""ccooddee"":: 11 0}}')[::2]  # {"code": 10}, not contiguous
+    assert outcome(compiled.decode, strided, b"") == outcome(interpreted.decode, strided, b"")
