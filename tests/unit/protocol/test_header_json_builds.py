@@ -1,9 +1,11 @@
-"""The JSON header codec compiled against its source run interpreted: same commands,
-same bytes, same errors, for well-formed headers and for damaged ones alike."""
+"""The JSON header codec with the compiled direct route (``header_scan``) against
+the dict route run interpreted: same commands, same bytes, same errors, for
+well-formed headers and for damaged ones alike."""
 
 from __future__ import annotations
 
 import json
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,21 +14,29 @@ from hypothesis import strategies as st
 
 from apogee.codes import LanguageCode, ResponseCode, SerializeType
 from apogee.errors import ProtocolError
+from apogee.protocol import header_json
 from apogee.protocol.command import RemotingCommand, new_command
 from tests.harness.kernels import NotCompiledError, module_build
 
-NAME = "apogee.protocol.header_json"
+SCAN = "apogee.protocol.header_scan"
 REQUIRED_BUILDS = ("compiled", "interpreted")
 
 
 @pytest.fixture(scope="module")
-def builds() -> tuple[Any, Any]:
-    """(compiled, interpreted) header_json; skipped where nothing was compiled."""
+def scan() -> ModuleType:
+    """The direct route compiled; skipped where it was not."""
     try:
-        compiled = module_build(NAME, "compiled")
+        return module_build(SCAN, "compiled")
     except NotCompiledError as exc:
         pytest.skip(str(exc))
-    return compiled, module_build(NAME, "interpreted")
+
+
+@pytest.fixture(scope="module")
+def builds(scan: ModuleType) -> tuple[Any, Any]:
+    """(header_json with the direct route first, the dict route run interpreted)."""
+    dict_route = module_build("apogee.protocol.header_json", "interpreted")
+    interpreted = SimpleNamespace(decode=dict_route._decode_dict, encode=dict_route._encode_dict)
+    return header_json, interpreted
 
 
 def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
@@ -168,9 +178,9 @@ def test_edge_headers_decode_alike(builds: tuple[Any, Any], header: bytes) -> No
     same_decode(builds, header)
 
 
-def test_the_usual_send_header_is_read_in_full(builds: tuple[Any, Any]) -> None:
-    compiled, _ = builds
-    cmd = compiled.decode(
+def test_the_usual_send_header_is_read_in_full(scan: ModuleType) -> None:
+    # by the direct route itself, not by a fallback to the dict route
+    cmd = scan.decode(
         b'{"code":310,"extFields":{"a":"pg","i":"UNIQ_KEY\\u0001K\\u0002","e":3},'
         b'"flag":0,"language":"CPP","opaque":12,"version":333}',
         b"body",
@@ -203,7 +213,9 @@ def test_any_command_encodes_alike(builds: tuple[Any, Any], cmd: RemotingCommand
     assert outcome(compiled.encode, cmd) == outcome(interpreted.encode, cmd)
 
 
-def test_a_send_answer_is_encoded_directly_and_byte_for_byte(builds: tuple[Any, Any]) -> None:
+def test_a_send_answer_is_encoded_directly_and_byte_for_byte(
+    scan: ModuleType, builds: tuple[Any, Any]
+) -> None:
     compiled, interpreted = builds
     request = RemotingCommand.request(310, {"a": "pg"})
     request.opaque = 99
@@ -215,7 +227,8 @@ def test_a_send_answer_is_encoded_directly_and_byte_for_byte(builds: tuple[Any, 
         + str(answer.version).encode()
         + b',"remark":"fine"}'
     )
-    assert compiled.encode(answer) == interpreted.encode(answer) == expected
+    assert scan.encode(answer) == compiled.encode(answer) == interpreted.encode(answer) == expected
+    assert scan.decode(expected, b"") == answer
     assert compiled.decode(expected, b"") == interpreted.decode(expected, b"") == answer
 
 
