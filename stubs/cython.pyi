@@ -33,6 +33,8 @@ void: TypeAlias = None
 # points into when interpreted (see apogee.model.kernels)
 p_uchar: TypeAlias = Any
 p_char: TypeAlias = Any
+# a pointer to one C long long when compiled (cython.address of a local)
+p_longlong: TypeAlias = Any
 
 Py_UCS4: TypeAlias = builtins.str
 NULL: Any

@@ -1,6 +1,9 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: always_allow_keywords=False, binding=False
 """JSON command header (serialize type 0), with RocketMQ's JSON quirks in one place.
 
-Owns: header dict <-> RemotingCommand.
+Owns: :func:`encode` and :func:`decode` (header bytes <-> RemotingCommand) and
+their dict route.
 
 Shape (keys in any order; Java's fastjson sorts them, C++'s jsoncpp does too)::
 
@@ -15,6 +18,19 @@ an int. Output is strict: every ext-field value is a JSON string (the C++
 client ignores any other type), ``remark`` appears only when set, and
 ``extFields`` is always present, because the C++ client builds a response's
 typed header only when ``extFields`` is not null and then dereferences it.
+
+Two routes: the dict route here (``orjson`` parses a header into a dict that
+is then checked and converted, ``_decode_dict``; a dict built for
+``orjson.dumps`` is the output, ``_encode_dict``), and, when
+``header_scan`` is compiled, its direct route first: it reads and writes the
+header bytes without a dict, takes only what the usual header holds and
+returns None on anything else, which then comes here. So every result and
+every error is the dict route's; tests compare the two byte for byte.
+
+Builds: this module is compiled too (the first line; ``setup.py``; measured,
+it is not slower so, and ``encode`` a little faster); without a C compiler or
+under ``APOGEE_PURE_PYTHON`` both modules run interpreted and only the dict
+route is taken.
 """
 
 from __future__ import annotations
@@ -25,17 +41,44 @@ import orjson
 
 from apogee.codes import LanguageCode, SerializeType
 from apogee.errors import ProtocolError
+from apogee.protocol import header_scan
 from apogee.protocol.command import Body, RemotingCommand, new_command
 
 _LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
 _LANGUAGE_BY_VALUE = {lang.value: lang for lang in LanguageCode}
 # Enum.name is a descriptor call; a dict keyed by member is one hash.
 _NAME_BY_LANGUAGE = {lang: lang.name for lang in LanguageCode}
+_JSON = SerializeType.JSON
 _dumps = orjson.dumps
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+# The direct route, when compiled; interpreted it would only ever decline.
+_scan_encode = header_scan.encode if header_scan.COMPILED else None
+_scan_decode = header_scan.decode if header_scan.COMPILED else None
 
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The JSON header of ``cmd`` as UTF-8 bytes."""
+    if _scan_encode is not None:
+        direct = _scan_encode(cmd)
+        if direct is not None:
+            return direct
+    return _encode_dict(cmd)
+
+
+def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingCommand:
+    """Build a command from a JSON header and its (already sliced) body."""
+    if _scan_decode is not None:
+        cmd = _scan_decode(header, body)
+        if cmd is not None:
+            return cmd
+    return _decode_dict(header, body)
+
+
+# -- the dict route: every build, and the direct route's fallback -----------------
+
+
+def _encode_dict(cmd: RemotingCommand) -> bytes:
     ext = cmd.ext_fields
     if not _all_str(ext):
         # The C++ client reads only string values; never let a number out.
@@ -57,8 +100,7 @@ def encode(cmd: RemotingCommand) -> bytes:
         raise ProtocolError(f"cannot encode JSON header of {cmd!r}: {exc}") from exc
 
 
-def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingCommand:
-    """Build a command from a JSON header and its (already sliced) body."""
+def _decode_dict(header: bytes | bytearray | memoryview, body: Body) -> RemotingCommand:
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError as exc:
@@ -91,15 +133,19 @@ def decode(header: bytes | bytearray | memoryview, body: Body) -> RemotingComman
         raise ProtocolError(f"JSON header 'code' does not fit a 32-bit int: {code}")
     return new_command(
         code,
-        (type(language) is str and _LANGUAGE_BY_NAME.get(language)) or _language(language),
+        _resolve_language(language),
         version,
         opaque,
         flag,
         remark,
         ext_fields,
         body,
-        SerializeType.JSON,
+        _JSON,
     )
+
+
+def _resolve_language(value: Any) -> LanguageCode:
+    return (type(value) is str and _LANGUAGE_BY_NAME.get(value)) or _language(value)
 
 
 def _all_str(ext: dict[str, Any]) -> bool:
@@ -147,9 +193,6 @@ def scalar_to_str(value: Any) -> str:
     if type(value) is float:
         return repr(value)  # Double.toString agrees for ordinary values ("1.5", "4.0")
     return orjson.dumps(value).decode()
-
-
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
 def _int_field(obj: dict[str, Any], name: str) -> int:

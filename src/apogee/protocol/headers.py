@@ -30,6 +30,7 @@ from typing import Any, TypeVar, get_type_hints
 
 from apogee.codes import RequestCode
 from apogee.errors import HeaderFieldError
+from apogee.protocol import header_kernels
 
 ExtFields = dict[str, str]
 H = TypeVar("H", bound="ExtHeader")
@@ -263,15 +264,31 @@ _LONG_NAMES = (
 _SHORT_NAMES = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l", "n")
 
 
+# The compiled decode of the usual send header; interpreted, the code below is faster.
+_send_kernel = header_kernels.send_header if header_kernels.COMPILED else None
+
+
 def _send_header(
     ext: ExtFields, names: tuple[str, ...], cls: type[SendMessageRequestHeader]
 ) -> SendMessageRequestHeader:
     """Decode a send header; every send request goes through here.
 
-    The fast path converts with plain ``int()`` and a dict look-up and lets
-    any miss fall to the checked path, which accepts the same inputs and
-    names the field it refuses.
+    Compiled, ``header_kernels.send_header`` reads the usual header; else,
+    and where it declines, the fast path converts with plain ``int()`` and a
+    dict look-up and lets any miss fall to the checked path, which accepts
+    the same inputs and names the field it refuses.
     """
+    if _send_kernel is not None:
+        decoded: SendMessageRequestHeader | None = _send_kernel(ext, names, cls)
+        if decoded is not None:
+            return decoded
+    return _send_header_py(ext, names, cls)
+
+
+def _send_header_py(
+    ext: ExtFields, names: tuple[str, ...], cls: type[SendMessageRequestHeader]
+) -> SendMessageRequestHeader:
+    """``_send_header`` in Python alone (and the reference of the compiled kernel)."""
     get = ext.get
     try:
         reconsume = get(names[9])
@@ -328,12 +345,17 @@ def _send_header(
 
 def decode_send_header(code: int, ext: ExtFields) -> SendMessageRequestHeader:
     """The send header of a SEND_MESSAGE, SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE."""
-    if code == RequestCode.SEND_MESSAGE:
-        return SendMessageRequestHeader.from_ext(ext)
-    header = SendMessageRequestHeader.from_ext_v2(ext)
-    if code == RequestCode.SEND_BATCH_MESSAGE:
+    # straight to the decoder, with the codes as plain ints: every send comes here
+    if code == _SEND_MESSAGE:
+        return _send_header(ext, _LONG_NAMES, SendMessageRequestHeader)
+    header = _send_header(ext, _SHORT_NAMES, SendMessageRequestHeader)
+    if code == _SEND_BATCH_MESSAGE:
         header.batch = True
     return header
+
+
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
 
 @dataclass(frozen=True, slots=True)

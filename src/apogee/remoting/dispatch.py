@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from apogee.codes import LanguageCode, ResponseCode, SerializeType
 from apogee.errors import ApogeeError, ConfigError
-from apogee.protocol.command import FLAG_RESPONSE, RemotingCommand
+from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:
     from apogee.remoting.connection import Connection
@@ -59,6 +59,10 @@ Guard: TypeAlias = Callable[[RemotingCommand, str], RemotingCommand | None]
 Observer: TypeAlias = Callable[["RequestContext", RemotingCommand], None]
 
 DEFAULT_GROUP = "default"
+
+# looked up once: an enum member is a class attribute lookup each time
+_CPP = LanguageCode.CPP
+_JSON = SerializeType.JSON
 
 
 class Responder(Protocol):
@@ -129,12 +133,12 @@ class RequestContext:
         Nothing is written for oneway requests or once the connection closed.
         """
         request = self.request
-        if request.is_oneway:
+        if request.flag & FLAG_ONEWAY:  # not the property: this runs for every answer
             return False
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
-        if request.language == LanguageCode.CPP:
-            response.serialize_type = SerializeType.JSON
+        if request.language == _CPP:
+            response.serialize_type = _JSON
         if self.observer is not None:
             self.observer(self, response)
         return self.responder.send_response(response)

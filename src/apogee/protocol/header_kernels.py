@@ -1,0 +1,148 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: always_allow_keywords=False, binding=False
+"""The send header's decode, compiled: every send request's ext fields into its header.
+
+Owns: :func:`send_header`, the typed fast path of
+``apogee.protocol.headers._send_header``. It reads the fourteen fields of
+SEND_MESSAGE (long names) or SEND_MESSAGE_V2 (one letter each) from the ext
+fields and fills the header in, numbers parsed from their ASCII digits in C.
+It takes only what the usual client sends: strings where strings belong,
+numbers as ``-?[0-9]{1,18}`` that fit their Java field, booleans as
+"true"/"false"/"1"/"0". On anything else it returns None and the caller's
+checked path decides, which is the one that names a refused field; so the
+results and errors are the checked path's either way.
+
+Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
+is False and ``headers`` keeps to its own straight-line Python, which is
+faster there than this would be.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cython
+
+if cython.compiled:
+    from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA
+
+#: Whether this module runs compiled (``headers`` uses it only then).
+COMPILED: bool = cython.compiled
+
+_I32_MIN = cython.declare(cython.longlong, -(2**31))
+_I32_MAX = cython.declare(cython.longlong, 2**31 - 1)
+_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _digits(text: object, out: cython.p_longlong) -> cython.bint:
+    """``-?[0-9]{1,18}`` in ``text`` (an exact str) into ``out[0]``; False if not that."""
+    if not cython.compiled:
+        return False
+    if not text.isascii():  # type: ignore[attr-defined]
+        return False
+    n: cython.Py_ssize_t = len(text)  # type: ignore[arg-type]
+    p: cython.p_uchar = PyUnicode_1BYTE_DATA(text)
+    i: cython.Py_ssize_t = 0
+    negative: cython.bint = n > 0 and p[0] == 0x2D  # -
+    if negative:
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    value: cython.longlong = 0
+    while i < n:
+        c: cython.uchar = p[i]
+        if c < 0x30 or c > 0x39:
+            return False
+        value = value * 10 + (c - 0x30)
+        i += 1
+    out[0] = -value if negative else value
+    return True
+
+
+@cython.cfunc
+def _int32(text: object) -> object:
+    """The Java int in ``text`` (an exact str); None if the checked path must see it."""
+    value: cython.longlong = 0
+    if type(text) is not str or not _digits(text, cython.address(value)):
+        return None
+    if value < _I32_MIN or value > _I32_MAX:
+        return None
+    return value
+
+
+@cython.cfunc
+def _int64(text: object) -> object:
+    """The Java long in ``text`` (18 digits at most always fit); None as ``_int32``."""
+    value: cython.longlong = 0
+    if type(text) is not str or not _digits(text, cython.address(value)):
+        return None
+    return value
+
+
+def send_header(  # noqa: PLR0915  # straight-line, one field after the other
+    ext: dict[str, str], names: tuple[str, ...], cls: type[Any]
+) -> Any:
+    """The send header of ``ext`` under wire ``names`` (in field order), its fields
+    assigned as ``cls.__init__`` assigns them (without the call); None when the
+    checked path must decide."""
+    if not cython.compiled:
+        return None
+    group = ext.get(names[0])
+    topic = ext.get(names[1])
+    default_topic = ext.get(names[2])
+    if type(group) is not str or type(topic) is not str or type(default_topic) is not str:
+        return None
+    queue_nums = _int32(ext.get(names[3]))
+    queue_id = _int32(ext.get(names[4]))
+    sys_flag = _int32(ext.get(names[5]))
+    born = _int64(ext.get(names[6]))
+    flag = _int32(ext.get(names[7]))
+    if queue_nums is None or queue_id is None or sys_flag is None or born is None or flag is None:
+        return None
+    properties = ext.get(names[8])
+    reconsume: object = ext.get(names[9])
+    if reconsume:  # missing or empty: None
+        reconsume = _int32(reconsume)
+        if reconsume is None:
+            return None
+    else:
+        reconsume = None
+    unit: object = ext.get(names[10])
+    if unit:
+        unit = _BOOLS.get(unit)  # type: ignore[call-overload]
+        if unit is None:
+            return None
+    else:
+        unit = False
+    batch: object = ext.get(names[11])
+    if batch:
+        batch = _BOOLS.get(batch)  # type: ignore[call-overload]
+        if batch is None:
+            return None
+    else:
+        batch = False
+    max_reconsume: object = ext.get(names[12])
+    if max_reconsume:
+        max_reconsume = _int32(max_reconsume)
+        if max_reconsume is None:
+            return None
+    else:
+        max_reconsume = None
+    header: Any = object.__new__(cls)
+    header.producer_group = group
+    header.topic = topic
+    header.default_topic = default_topic
+    header.default_topic_queue_nums = queue_nums
+    header.queue_id = queue_id
+    header.sys_flag = sys_flag
+    header.born_timestamp = born
+    header.flag = flag
+    header.properties = properties
+    header.reconsume_times = reconsume
+    header.unit_mode = unit
+    header.batch = batch
+    header.max_reconsume_times = max_reconsume
+    header.broker_name = ext.get(names[13]) or None
+    return header

@@ -1,0 +1,744 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: always_allow_keywords=False, binding=False
+"""The JSON command header's direct route, compiled: header bytes <-> command, no dict.
+
+Owns: :func:`decode` (a typed scanner, ``_Scanner``, reads the header bytes
+straight into the command's fields and its ext-field dict: strings cut out of
+the buffer, escapes undone and integers parsed in C) and :func:`encode` (the
+output measured, then written field by field). Both take only what the usual
+header holds (objects, strings, canonical integers, true, false, null where
+``header_json``'s dict route takes them) and return None on anything else
+(floats, nesting in ext fields, a number past its Java field, text that needs
+an escape on output, any doubt): ``header_json`` then decodes or encodes it
+with its dict route, so that every result and every error is the dict
+route's.
+
+Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
+is False and ``header_json`` never calls in (``orjson``'s dict route is faster
+there); the functions would only return None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cython
+
+from apogee.codes import LanguageCode, SerializeType
+from apogee.protocol.command import RemotingCommand, new_command
+
+if cython.compiled:
+    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.cpython.long import PyLong_AsLongLong
+    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+    from cython.cimports.libc.stdlib import free, malloc
+    from cython.cimports.libc.string import memcmp, memcpy
+
+#: Whether this module runs compiled (``header_json`` calls in only then).
+COMPILED: bool = cython.compiled
+
+_NAMES_BY_VALUE = tuple(
+    LanguageCode(value).name for value in range(max(m.value for m in LanguageCode) + 1)
+)
+_LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
+_JAVA = LanguageCode.JAVA
+_JSON = SerializeType.JSON
+
+# Java's int bounds as C numbers
+_I32_MIN = cython.declare(cython.longlong, -(2**31))
+_I32_MAX = cython.declare(cython.longlong, 2**31 - 1)
+# An integer literal of more digits may not fit a long long: the dict route takes it.
+_MAX_DIGITS = cython.declare(cython.Py_ssize_t, 18)
+
+_WS = cython.declare(cython.int, 1)
+_FIELD_CODE = cython.declare(cython.int, 1)
+_FIELD_EXT = cython.declare(cython.int, 2)
+_FIELD_FLAG = cython.declare(cython.int, 3)
+_FIELD_LANGUAGE = cython.declare(cython.int, 4)
+_FIELD_OPAQUE = cython.declare(cython.int, 5)
+_FIELD_REMARK = cython.declare(cython.int, 6)
+_FIELD_VERSION = cython.declare(cython.int, 7)
+_FIELD_OTHER = cython.declare(cython.int, 8)
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _is(p: cython.p_uchar, start: cython.Py_ssize_t, name: cython.p_char,
+        n: cython.Py_ssize_t) -> cython.bint:  # fmt: skip
+    """Whether ``p[start:start + n]`` is ``name``."""
+    if cython.compiled:
+        equal: cython.bint = memcmp(p + start, name, n) == 0
+        return equal
+    same: bool = p[start : start + n] == name
+    return same
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _field(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:
+    """Which top-level key ``p[at:at + n]`` (unescaped, without quotes) is."""
+    if n == 4 and _is(p, at, b"code", 4):
+        return _FIELD_CODE
+    if n == 9 and _is(p, at, b"extFields", 9):
+        return _FIELD_EXT
+    if n == 4 and _is(p, at, b"flag", 4):
+        return _FIELD_FLAG
+    if n == 8 and _is(p, at, b"language", 8):
+        return _FIELD_LANGUAGE
+    if n == 6 and _is(p, at, b"opaque", 6):
+        return _FIELD_OPAQUE
+    if n == 6 and _is(p, at, b"remark", 6):
+        return _FIELD_REMARK
+    if n == 7 and _is(p, at, b"version", 7):
+        return _FIELD_VERSION
+    return _FIELD_OTHER
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _hex(c: cython.uchar) -> cython.int:
+    if 0x30 <= c <= 0x39:  # 0-9
+        return c - 0x30
+    if 0x61 <= c <= 0x66:  # a-f
+        return c - 0x61 + 10
+    if 0x41 <= c <= 0x46:  # A-F
+        return c - 0x41 + 10
+    return -1
+
+
+@cython.final
+@cython.cclass
+class _Scanner:
+    """One JSON header's bytes and the read position in them (compiled only)."""
+
+    p: cython.p_uchar
+    n: cython.Py_ssize_t
+    i: cython.Py_ssize_t
+    #: the integer read by ``integer``
+    number: cython.longlong
+    #: where the key read by ``key`` starts and how long it is (-1: escaped)
+    key_at: cython.Py_ssize_t
+    key_len: cython.Py_ssize_t
+
+    @cython.cfunc
+    @cython.inline
+    @cython.exceptval(check=False)
+    def ws(self) -> cython.uchar:
+        """Skip white space; the byte there, 0 at the end."""
+        i: cython.Py_ssize_t = self.i
+        p: cython.p_uchar = self.p
+        while i < self.n:
+            c: cython.uchar = p[i]
+            if c != 0x20 and c != 0x0A and c != 0x0D and c != 0x09:  # noqa: PLR1714  # C compares
+                self.i = i
+                return c
+            i += 1
+        self.i = i
+        return 0
+
+    @cython.cfunc
+    @cython.inline
+    @cython.exceptval(check=False)
+    def expect(self, c: cython.uchar) -> cython.bint:
+        """Skip white space and ``c``; False if something else comes."""
+        if self.ws() != c:
+            return False
+        self.i += 1
+        return True
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def word(self, text: cython.p_char, n: cython.Py_ssize_t) -> cython.bint:
+        """``true``, ``false`` or ``null`` at the position; True and past it if there."""
+        if self.n - self.i < n or not _is(self.p, self.i, text, n):
+            return False
+        self.i += n
+        return True
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def integer(self) -> cython.Py_ssize_t:
+        """A canonical integer literal of at most 18 digits into ``number``; its
+        length, or -1 (a fraction, an exponent, "-0", too long or none at all)."""
+        p: cython.p_uchar = self.p
+        start: cython.Py_ssize_t = self.i
+        i: cython.Py_ssize_t = start
+        negative: cython.bint = False
+        if i < self.n and p[i] == 0x2D:  # -
+            negative = True
+            i += 1
+        digits: cython.Py_ssize_t = i
+        value: cython.longlong = 0
+        while i < self.n and 0x30 <= p[i] <= 0x39:
+            value = value * 10 + (p[i] - 0x30)
+            i += 1
+            if i - digits > _MAX_DIGITS:
+                return -1
+        count: cython.Py_ssize_t = i - digits
+        if count == 0 or (count > 1 and p[digits] == 0x30) or (negative and value == 0):
+            return -1
+        if i < self.n and (p[i] == 0x2E or p[i] == 0x65 or p[i] == 0x45):  # . e E
+            return -1
+        self.number = -value if negative else value
+        self.i = i
+        return i - start
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def string_end(self) -> cython.Py_ssize_t:
+        """At a '"': the index of the closing quote, with ``key_len`` -1 when
+        there are escapes; -1 on a raw control character or no end."""
+        p: cython.p_uchar = self.p
+        i: cython.Py_ssize_t = self.i + 1
+        self.key_at = i
+        escaped: cython.bint = False
+        while i < self.n:
+            c: cython.uchar = p[i]
+            if c == 0x22:  # "
+                self.key_len = -1 if escaped else i - self.key_at
+                return i
+            if c == 0x5C:  # backslash: the next byte is never the end
+                escaped = True
+                i += 2
+                continue
+            if c < 0x20:
+                return -1
+            i += 1
+        return -1
+
+    @cython.cfunc
+    def string(self) -> object:
+        """The string at the position (a '"'), past it; None to give up."""
+        end: cython.Py_ssize_t = self.string_end()
+        if end < 0:
+            return None
+        start: cython.Py_ssize_t = self.key_at
+        self.i = end + 1
+        if self.key_len >= 0:
+            return _utf8(self.p, start, end)
+        return _unescape(self.p, start, end)
+
+    @cython.cfunc
+    def scalar(self) -> object:
+        """An ext-field value as the dict route makes it a string; None for null,
+        ``self`` to give up."""
+        c: cython.uchar = self.ws()
+        if c == 0x22:
+            text = self.string()
+            return self if text is None else text
+        if c == 0x74:  # t
+            return "true" if self.word(b"true", 4) else self
+        if c == 0x66:  # f
+            return "false" if self.word(b"false", 5) else self
+        if c == 0x6E:  # n
+            return None if self.word(b"null", 4) else self
+        start: cython.Py_ssize_t = self.i
+        length: cython.Py_ssize_t = self.integer()
+        if length < 0:
+            return self
+        # a canonical literal is already str(int(literal))
+        return _utf8(self.p, start, start + length)
+
+    @cython.cfunc
+    def ext_fields(self) -> object:
+        """The ext-field object at the position, past it; None to give up."""
+        ext: dict[Any, Any] = {}  # str -> str | None (null) until the end
+        nulls: cython.bint = False
+        self.i += 1  # {
+        c: cython.uchar = self.ws()
+        if c == 0x7D:  # }
+            self.i += 1
+            return ext
+        while True:
+            if c != 0x22:
+                return None
+            key = self.string()
+            if key is None or not self.expect(0x3A):  # :
+                return None
+            value = self.scalar()
+            if value is self:
+                return None
+            # a null is dropped at the end: a later duplicate keeps the first one's place
+            nulls = nulls or value is None
+            ext[key] = value
+            c = self.ws()
+            self.i += 1
+            if c == 0x7D:
+                return _without_nulls(ext) if nulls else ext
+            if c != 0x2C:  # ,
+                return None
+            c = self.ws()
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def skip_value(self) -> cython.bint:
+        """Step over the value of an ignored key; False unless it is a plain scalar."""
+        c: cython.uchar = self.ws()
+        if c == 0x22:
+            end: cython.Py_ssize_t = self.string_end()
+            if end < 0 or self.key_len < 0:  # escapes: let orjson check them
+                return False
+            # the dict route would still refuse text that is not UTF-8
+            if not _valid_utf8(self.p, self.key_at, end):
+                return False
+            self.i = end + 1
+            return True
+        if c == 0x74:
+            return self.word(b"true", 4)
+        if c == 0x66:
+            return self.word(b"false", 5)
+        if c == 0x6E:
+            return self.word(b"null", 4)
+        return self.integer() >= 0
+
+    @cython.cfunc
+    def command(self, body: Any) -> object:  # noqa: PLR0915  # one pass, straight-line
+        """The command of the whole header; None to give up."""
+        code: cython.longlong = 0
+        opaque: cython.longlong = 0
+        flag: cython.longlong = 0
+        version: cython.longlong = 0
+        has_code: cython.bint = False
+        language: object = None
+        remark: Any = None
+        ext: Any = None
+        field: cython.int
+        if not self.expect(0x7B):  # {
+            return None
+        c: cython.uchar = self.ws()
+        while c == 0x22:
+            end: cython.Py_ssize_t = self.string_end()
+            if end < 0 or self.key_len < 0:
+                return None
+            field = _field(self.p, self.key_at, self.key_len)
+            self.i = end + 1
+            if not self.expect(0x3A):
+                return None
+            c = self.ws()
+            if field == _FIELD_EXT:
+                if c == 0x7B:
+                    ext = self.ext_fields()
+                    if ext is None:
+                        return None
+                elif self.word(b"null", 4):
+                    ext = {}
+                else:
+                    return None
+            elif field == _FIELD_LANGUAGE:
+                if c == 0x22:
+                    language = self.string()
+                    if language is None:
+                        return None
+                elif self.integer() >= 0:
+                    language = self.number
+                else:
+                    return None
+            elif field == _FIELD_REMARK:
+                if c != 0x22:
+                    return None
+                remark = self.string()
+                if remark is None:
+                    return None
+            elif field == _FIELD_OTHER:
+                # orjson refuses a document with a key that is not UTF-8
+                if not _valid_utf8(self.p, self.key_at, end) or not self.skip_value():
+                    return None
+            else:
+                # code, opaque, flag, version: an int that fits, else the dict route
+                if self.integer() < 0 or not _I32_MIN <= self.number <= _I32_MAX:
+                    return None
+                if field == _FIELD_CODE:
+                    code = self.number
+                    has_code = True
+                elif field == _FIELD_OPAQUE:
+                    opaque = self.number
+                elif field == _FIELD_FLAG:
+                    flag = self.number
+                else:
+                    version = self.number
+            c = self.ws()
+            self.i += 1
+            if c == 0x7D:  # }
+                break
+            if c != 0x2C:  # ,
+                return None
+            c = self.ws()
+        else:
+            return None  # "{}" or a key that is not a string
+        self.ws()
+        if self.i != self.n or not has_code:
+            return None
+        if language is None:
+            lang = _JAVA  # what the dict route makes of an absent language
+        else:
+            known = _LANGUAGE_BY_NAME.get(language) if type(language) is str else None
+            if known is None:  # a number or an unknown name: the dict route's quirks decide
+                return None
+            lang = known
+        return new_command(
+            code,
+            lang,
+            version,
+            opaque,
+            flag,
+            remark,
+            {} if ext is None else ext,
+            body,
+            _JSON,
+        )
+
+
+def _without_nulls(ext: dict[str, str | None]) -> dict[str, str]:
+    return {key: value for key, value in ext.items() if value is not None}
+
+
+@cython.cfunc
+def _utf8(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
+    """``p[start:end]`` decoded; None unless it is UTF-8 (surrogates are not)."""
+    if cython.compiled:
+        try:
+            text: str = PyUnicode_DecodeUTF8(
+                cython.cast(cython.p_char, p) + start, end - start, cython.NULL
+            )
+        except UnicodeDecodeError:
+            return None
+        return text
+    try:
+        return str(p[start:end], "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _valid_utf8(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
+    i: cython.Py_ssize_t
+    for i in range(start, end):
+        if p[i] >= 0x80:
+            return _utf8(p, start, end) is not None
+    return True
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put_utf8(out: cython.p_uchar, at: cython.Py_ssize_t, u: cython.uint) -> cython.Py_ssize_t:
+    """Code point ``u`` as UTF-8 at ``out[at]``; the index after it."""
+    if u < 0x80:
+        out[at] = u
+        return at + 1
+    if u < 0x800:
+        out[at] = 0xC0 | (u >> 6)
+        out[at + 1] = 0x80 | (u & 0x3F)
+        return at + 2
+    if u < 0x10000:
+        out[at] = 0xE0 | (u >> 12)
+        out[at + 1] = 0x80 | ((u >> 6) & 0x3F)
+        out[at + 2] = 0x80 | (u & 0x3F)
+        return at + 3
+    out[at] = 0xF0 | (u >> 18)
+    out[at + 1] = 0x80 | ((u >> 12) & 0x3F)
+    out[at + 2] = 0x80 | ((u >> 6) & 0x3F)
+    out[at + 3] = 0x80 | (u & 0x3F)
+    return at + 4
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _u4(p: cython.p_uchar, at: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+    """The four hex digits of a \\u escape at ``p[at]``; -1 if they are not."""
+    if end - at < 4:
+        return -1
+    a: cython.int = _hex(p[at])
+    b: cython.int = _hex(p[at + 1])
+    c: cython.int = _hex(p[at + 2])
+    d: cython.int = _hex(p[at + 3])
+    if a < 0 or b < 0 or c < 0 or d < 0:
+        return -1
+    return (a << 12) | (b << 8) | (c << 4) | d
+
+
+@cython.cfunc
+def _unescape(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
+    """The JSON string body ``p[start:end]`` with its escapes undone; None if one
+    is bad (orjson's error then) or the text is not UTF-8."""
+    if not cython.compiled:
+        return None  # never called interpreted
+    # an escape is never shorter than what it stands for in UTF-8
+    out: cython.p_uchar = cython.cast(cython.p_uchar, malloc(end - start + 1))
+    if out == cython.NULL:
+        raise MemoryError
+    try:
+        o: cython.Py_ssize_t = 0
+        i: cython.Py_ssize_t = start
+        u: cython.int
+        low: cython.int
+        while i < end:
+            c: cython.uchar = p[i]
+            if c != 0x5C:
+                out[o] = c
+                o += 1
+                i += 1
+                continue
+            c = p[i + 1]
+            i += 2
+            if c == 0x22 or c == 0x5C or c == 0x2F:  # noqa: PLR1714  # " \ /
+                out[o] = c
+            elif c == 0x6E:  # n
+                out[o] = 0x0A
+            elif c == 0x74:  # t
+                out[o] = 0x09
+            elif c == 0x72:  # r
+                out[o] = 0x0D
+            elif c == 0x62:  # b
+                out[o] = 0x08
+            elif c == 0x66:  # f
+                out[o] = 0x0C
+            elif c == 0x75:  # u
+                u = _u4(p, i, end)
+                if u < 0:
+                    return None
+                i += 4
+                if 0xD800 <= u <= 0xDBFF:  # a pair, or orjson's error
+                    if end - i < 6 or p[i] != 0x5C or p[i + 1] != 0x75:
+                        return None
+                    low = _u4(p, i + 2, end)
+                    if not 0xDC00 <= low <= 0xDFFF:
+                        return None
+                    i += 6
+                    u = 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00)
+                elif 0xDC00 <= u <= 0xDFFF:
+                    return None
+                o = _put_utf8(out, o, u)
+                continue
+            else:
+                return None
+            o += 1
+        return _utf8(out, 0, o)
+    finally:
+        free(out)
+
+
+def decode(header: object, body: Any) -> RemotingCommand | None:
+    """The command of ``header`` read by the scanner; None to take the dict route."""
+    if not cython.compiled:
+        return None
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    view = cython.declare(cython.Py_buffer)
+    if type(header) is bytes:
+        scanner.p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(header))
+        scanner.n = len(header)
+        return scanner.command(body)  # type: ignore[return-value]  # a command or None
+    try:
+        PyObject_GetBuffer(header, cython.address(view), PyBUF_SIMPLE)
+    except BufferError:  # not contiguous: orjson decides
+        return None
+    try:
+        scanner.p = cython.cast(cython.p_uchar, view.buf)
+        scanner.n = view.len
+        return scanner.command(body)  # type: ignore[return-value]  # a command or None
+    finally:
+        PyBuffer_Release(cython.address(view))
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _int_len(v: cython.longlong) -> cython.Py_ssize_t:
+    """Characters of ``v`` in decimal, its sign included."""
+    n: cython.Py_ssize_t = 1
+    u: cython.ulonglong = cython.cast(cython.ulonglong, v)
+    if v < 0:
+        n = 2
+        u = cython.cast(cython.ulonglong, 0) - u
+    while u >= 10:
+        u //= 10
+        n += 1
+    return n
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put_int(out: cython.p_uchar, at: cython.Py_ssize_t, v: cython.longlong) -> cython.Py_ssize_t:
+    """``v`` in decimal at ``out[at]``; the index after it."""
+    u: cython.ulonglong = cython.cast(cython.ulonglong, v)
+    if v < 0:
+        out[at] = 0x2D
+        at += 1
+        u = cython.cast(cython.ulonglong, 0) - u
+    end: cython.Py_ssize_t = at + _digits(u)
+    i: cython.Py_ssize_t = end
+    while True:
+        i -= 1
+        out[i] = 0x30 + cython.cast(cython.uchar, u % 10)
+        u //= 10
+        if u == 0:
+            break
+    return end
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _digits(u: cython.ulonglong) -> cython.Py_ssize_t:
+    n: cython.Py_ssize_t = 1
+    while u >= 10:
+        u //= 10
+        n += 1
+    return n
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _plain_len(text: object) -> cython.Py_ssize_t:
+    """Bytes of ``text`` (an exact str) in UTF-8 when JSON needs no escape in it; -1
+    when it does (a quote, a backslash, a control character) or cannot be encoded."""
+    if not cython.compiled:
+        return -1
+    size: cython.Py_ssize_t = 0
+    try:
+        data: cython.p_uchar = cython.cast(
+            cython.p_uchar, PyUnicode_AsUTF8AndSize(text, cython.address(size))
+        )
+    except UnicodeEncodeError:
+        return -1
+    i: cython.Py_ssize_t
+    for i in range(size):
+        c: cython.uchar = data[i]
+        if c < 0x20 or c == 0x22 or c == 0x5C:  # noqa: PLR1714  # C compares
+            return -1
+    return size
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put_text(
+    out: cython.p_uchar, at: cython.Py_ssize_t, text: object, quoted: cython.bint
+) -> cython.Py_ssize_t:
+    """``text`` (checked by ``_plain_len``) in UTF-8 at ``out[at]``, in quotes when
+    ``quoted``; the index after it."""
+    if not cython.compiled:
+        return -1
+    size: cython.Py_ssize_t = 0
+    data: cython.p_char = cython.cast(
+        cython.p_char, PyUnicode_AsUTF8AndSize(text, cython.address(size))
+    )  # cannot fail: _plain_len encoded it, and the UTF-8 is kept in the str
+    if quoted:
+        out[at] = 0x22
+        at += 1
+    memcpy(out + at, data, size)
+    at += size
+    if quoted:
+        out[at] = 0x22
+        at += 1
+    return at
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _put(out: cython.p_uchar, at: cython.Py_ssize_t, text: cython.p_char,
+         n: cython.Py_ssize_t) -> cython.Py_ssize_t:  # fmt: skip
+    if cython.compiled:
+        memcpy(out + at, text, n)
+    return at + n
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _java_int(value: object, out: cython.p_longlong) -> cython.bint:
+    """An int field's value into ``out[0]``; False for anything the dict route
+    should encode (a bool, not an int, past a long long)."""
+    if not cython.compiled:
+        return False
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    try:
+        out[0] = PyLong_AsLongLong(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def encode(cmd: RemotingCommand) -> bytes | None:  # noqa: PLR0915  # straight-line
+    """The header of ``cmd`` written field by field; None to take the dict route."""
+    if not cython.compiled:
+        return None
+    ext = cmd.ext_fields
+    if type(ext) is not dict:
+        return None
+    code: cython.longlong = 0
+    flag: cython.longlong = 0
+    opaque: cython.longlong = 0
+    version: cython.longlong = 0
+    if not (
+        _java_int(cmd.code, cython.address(code))
+        and _java_int(cmd.flag, cython.address(flag))
+        and _java_int(cmd.opaque, cython.address(opaque))
+        and _java_int(cmd.version, cython.address(version))
+    ):
+        return None
+    member = cmd.language
+    # indexed by value, not hashed: Enum.__hash__ is Python code
+    if type(member) is not LanguageCode:
+        return None
+    language = _NAMES_BY_VALUE[member]
+    remark = cmd.remark
+    if remark is not None and type(remark) is not str:
+        return None
+    # {"code":C,"extFields":{E},"flag":F,"language":"L","opaque":O,"version":V[,"remark":"R"]}
+    size: cython.Py_ssize_t = 8 + 14 + 1 + 8 + 13 + 1 + 10 + 11 + 1
+    k: cython.Py_ssize_t
+    v: cython.Py_ssize_t
+    fields: dict = ext  # type: ignore[type-arg]  # untyped: the loop checks each item
+    key: object
+    value: object
+    for key, value in fields.items():
+        if type(key) is not str or type(value) is not str:
+            return None
+        k = _plain_len(key)
+        v = _plain_len(value)
+        if k < 0 or v < 0:
+            return None
+        size += k + v + 6  # "k":"v",
+    if fields:
+        size -= 1  # no comma after the last
+    size += _int_len(code) + _int_len(flag) + _int_len(opaque) + _int_len(version)
+    v = _plain_len(language)
+    if v < 0:
+        return None
+    size += v
+    if remark is not None:
+        v = _plain_len(remark)
+        if v < 0:
+            return None
+        size += 11 + v + 1
+    out_obj = PyBytes_FromStringAndSize(cython.NULL, size)
+    out: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out_obj))
+    at: cython.Py_ssize_t = _put(out, 0, b'{"code":', 8)
+    at = _put_int(out, at, code)
+    at = _put(out, at, b',"extFields":{', 14)
+    first: cython.bint = True
+    for key, value in fields.items():
+        if not first:
+            out[at] = 0x2C
+            at += 1
+        first = False
+        at = _put_text(out, at, key, True)
+        out[at] = 0x3A
+        at = _put_text(out, at + 1, value, True)
+    at = _put(out, at, b'},"flag":', 9)
+    at = _put_int(out, at, flag)
+    at = _put(out, at, b',"language":', 12)
+    at = _put_text(out, at, language, True)
+    at = _put(out, at, b',"opaque":', 10)
+    at = _put_int(out, at, opaque)
+    at = _put(out, at, b',"version":', 11)
+    at = _put_int(out, at, version)
+    if remark is not None:
+        at = _put(out, at, b',"remark":', 10)
+        at = _put_text(out, at, remark, True)
+    out[at] = 0x7D
+    if at + 1 != size:  # the two passes disagree: never hand out a torn header
+        raise AssertionError(f"JSON header of {size} bytes came out as {at + 1}")
+    return out_obj  # type: ignore[no-any-return]  # the bytes just written
