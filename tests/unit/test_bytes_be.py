@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from apogee._util.bytes_be import get16, get32, get64, put16, put32, put64
+from apogee._util.bytes_be import get16, get32, get64, put16, put32, put64, same_at
 
 Get = Callable[[Any, int], int]
 Put = Callable[[Any, int, int], None]
@@ -38,3 +38,13 @@ def test_a_number_past_its_field_is_refused(put: Put, fmt: str) -> None:
     for v in (2 ** (bits - 1), -(2 ** (bits - 1)) - 1):
         with pytest.raises(struct.error):
             put(bytearray(8), 0, v)
+
+
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
+def test_same_at_compares_the_run_at_its_offset(wrap: Callable[[bytes], Any]) -> None:
+    buf = wrap(b'{"code":1,"flag":2}')
+    assert same_at(buf, 2, b"code", 4)
+    assert same_at(buf, 11, b"flag", 4)
+    assert not same_at(buf, 1, b"code", 4)  # one byte early
+    assert not same_at(buf, 2, b"codf", 4)
+    assert not same_at(buf, 17, b"flag", 4)  # runs past the end

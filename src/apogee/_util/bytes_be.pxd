@@ -3,7 +3,7 @@
 # only a .pxd body is inlined into the module that cimports it; a function defined in
 # a .py would be called through a pointer table imported at run time.
 
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef inline short get16(const unsigned char *p, Py_ssize_t at) noexcept nogil:
     return <short>((p[at] << 8) | p[at + 1])
@@ -35,3 +35,7 @@ cdef inline void put64(unsigned char *p, Py_ssize_t at, long long v) noexcept no
 cdef inline void copy_bytes(unsigned char *out, Py_ssize_t at, const unsigned char *src,
                             Py_ssize_t src_at, Py_ssize_t n) noexcept nogil:
     memcpy(out + at, src + src_at, n)
+
+cdef inline bint same_at(const unsigned char *p, Py_ssize_t at, const char *name,
+                         Py_ssize_t n) noexcept nogil:
+    return memcmp(p + at, name, n) == 0

@@ -2,9 +2,11 @@
 
 Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
 offset), ``put16``/``put32``/``put64`` (one written there) and ``copy_bytes``
-(a run of bytes copied from one buffer into another), the one place
+(a run of bytes copied from one buffer into another) and ``same_at`` (whether a
+run of bytes is a given name), the one place
 where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
-``apogee.model.received``, ``apogee.spark.scan``) read and write a number.
+``apogee.model.received``, ``apogee.spark.scan``, ``apogee.protocol.header_scan``)
+read and write a number.
 
 This file is their interpreted side, on bytes, bytearray or a memoryview with
 ``struct``; it is not compiled itself. Compiled, those modules ``cimport`` the
@@ -56,3 +58,9 @@ def put64(p: cython.p_uchar, at: int, v: int) -> None:
 def copy_bytes(out: cython.p_uchar, at: int, src: cython.p_uchar, src_at: int, n: int) -> None:
     """``out[at:at + n] = src[src_at:src_at + n]``."""
     out[at : at + n] = src[src_at : src_at + n]
+
+
+def same_at(p: cython.p_uchar, at: int, name: cython.p_char, n: int) -> bool:
+    """Whether ``p[at:at + n]`` is ``name`` (compiled: a ``memcmp``, inlined for a constant n)."""
+    same: bool = p[at : at + n] == name
+    return same

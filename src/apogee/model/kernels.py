@@ -54,6 +54,7 @@ if cython.compiled:
         put16,
         put32,
         put64,
+        same_at,
     )
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
@@ -73,7 +74,16 @@ if cython.compiled:
     )
     from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
 else:
-    from apogee._util.bytes_be import copy_bytes, get16, get32, get64, put16, put32, put64
+    from apogee._util.bytes_be import (
+        copy_bytes,
+        get16,
+        get32,
+        get64,
+        put16,
+        put32,
+        put64,
+        same_at,
+    )
 
 MAGIC_V1 = cython.declare(cython.int, -626843481)  # 0xDAA320A7 as a Java int
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
@@ -134,19 +144,6 @@ def _find(
         return hit - p if hit != cython.NULL else -1
     found: int = p.find(byte, start, end)
     return found
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _is(p: cython.p_uchar, start: cython.Py_ssize_t, name: cython.p_char,
-        n: cython.Py_ssize_t) -> cython.bint:  # fmt: skip
-    """Whether ``p[start:start + n]`` is ``name`` (a constant ``n`` lets C inline it)."""
-    if cython.compiled:
-        equal: cython.bint = memcmp(p + start, name, n) == 0
-        return equal
-    same: bool = p[start : start + n] == name
-    return same
 
 
 @cython.cfunc
@@ -282,11 +279,11 @@ def fields_of_utf8(p: cython.p_uchar, n: cython.Py_ssize_t) -> Fields:
         sep = _find(p, start, end, 0x01)
         name_len = sep - start
         if sep > start and end > sep + 1:  # a name and a value
-            if name_len == 4 and _is(p, start, b"TAGS", 4):
+            if name_len == 4 and same_at(p, start, b"TAGS", 4):
                 tags_at, tags_end = sep + 1, end
-            elif name_len == 4 and _is(p, start, b"KEYS", 4):
+            elif name_len == 4 and same_at(p, start, b"KEYS", 4):
                 keys_at, keys_end = sep + 1, end
-            elif name_len == 8 and _is(p, start, b"UNIQ_KEY", 8):
+            elif name_len == 8 and same_at(p, start, b"UNIQ_KEY", 8):
                 uniq_at, uniq_end = sep + 1, end
         start = end + 1
     code: cython.int = 0
@@ -552,7 +549,7 @@ def _name_in(p: cython.p_uchar, start: cython.Py_ssize_t, n: cython.Py_ssize_t,
     i: cython.Py_ssize_t
     for i in range(len(names)):
         name: bytes = names[i]
-        if len(name) == n and _is(p, start, name, n):
+        if len(name) == n and same_at(p, start, name, n):
             return i
     return -1
 

@@ -28,12 +28,15 @@ from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import RemotingCommand, new_command
 
 if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import same_at
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLong
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
     from cython.cimports.libc.stdlib import free, malloc
-    from cython.cimports.libc.string import memcmp, memcpy
+    from cython.cimports.libc.string import memcpy
+else:
+    from apogee._util.bytes_be import same_at
 
 #: Whether this module runs compiled (``header_json`` calls in only then).
 COMPILED: bool = cython.compiled
@@ -63,35 +66,22 @@ _FIELD_OTHER = cython.declare(cython.int, 8)
 
 
 @cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _is(p: cython.p_uchar, start: cython.Py_ssize_t, name: cython.p_char,
-        n: cython.Py_ssize_t) -> cython.bint:  # fmt: skip
-    """Whether ``p[start:start + n]`` is ``name``."""
-    if cython.compiled:
-        equal: cython.bint = memcmp(p + start, name, n) == 0
-        return equal
-    same: bool = p[start : start + n] == name
-    return same
-
-
-@cython.cfunc
 @cython.exceptval(check=False)
 def _field(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:
     """Which top-level key ``p[at:at + n]`` (unescaped, without quotes) is."""
-    if n == 4 and _is(p, at, b"code", 4):
+    if n == 4 and same_at(p, at, b"code", 4):
         return _FIELD_CODE
-    if n == 9 and _is(p, at, b"extFields", 9):
+    if n == 9 and same_at(p, at, b"extFields", 9):
         return _FIELD_EXT
-    if n == 4 and _is(p, at, b"flag", 4):
+    if n == 4 and same_at(p, at, b"flag", 4):
         return _FIELD_FLAG
-    if n == 8 and _is(p, at, b"language", 8):
+    if n == 8 and same_at(p, at, b"language", 8):
         return _FIELD_LANGUAGE
-    if n == 6 and _is(p, at, b"opaque", 6):
+    if n == 6 and same_at(p, at, b"opaque", 6):
         return _FIELD_OPAQUE
-    if n == 6 and _is(p, at, b"remark", 6):
+    if n == 6 and same_at(p, at, b"remark", 6):
         return _FIELD_REMARK
-    if n == 7 and _is(p, at, b"version", 7):
+    if n == 7 and same_at(p, at, b"version", 7):
         return _FIELD_VERSION
     return _FIELD_OTHER
 
@@ -153,7 +143,7 @@ class _Scanner:
     @cython.exceptval(check=False)
     def word(self, text: cython.p_char, n: cython.Py_ssize_t) -> cython.bint:
         """``true``, ``false`` or ``null`` at the position; True and past it if there."""
-        if self.n - self.i < n or not _is(self.p, self.i, text, n):
+        if self.n - self.i < n or not same_at(self.p, self.i, text, n):
             return False
         self.i += n
         return True

@@ -142,8 +142,9 @@ async def test_bytes_read_while_frames_wait_are_handled_after_them() -> None:
 
 
 async def test_many_pipelines_share_a_bounded_number_of_commands_per_iteration() -> None:
-    # Twenty pipelining peers: their later turns are taken round-robin, at most
-    # per_iteration commands per loop iteration in all, and none waits for ever.
+    # Twenty pipelining peers whose reads arrive in one iteration: their turns, the
+    # first ones included, are taken round-robin, at most per_iteration commands per
+    # loop iteration in all, and none waits for ever.
     recorder = Recorder()
     table = HandlerTable()
     table.register(RECORD, recorder.handle)
@@ -151,8 +152,15 @@ async def test_many_pipelines_share_a_bounded_number_of_commands_per_iteration()
     peers = [connect(table, share) for _ in range(20)]
     total = 3 * COMMANDS_PER_TURN + 5
     for i, (conn, _) in enumerate(peers):
-        conn.data_received(frames(f"p{i}", total))  # the first turn of each at once
-    assert len(recorder.seen) == 20 * COMMANDS_PER_TURN
+        conn.data_received(frames(f"p{i}", total))
+    # first turns at once while the iteration's share lasts; the others wait, paused
+    assert len(recorder.seen) == share.per_iteration
+    assert {who for who, _ in recorder.seen} == {"p0", "p1", "p2", "p3"}
+    assert all(transport.calls == ["pause"] for _, transport in peers)
+    lone, _ = connect(table, share)
+    lone.data_received(frames("lone", 1))  # one request is answered at once all the same
+    assert recorder.seen[-1] == ("lone", 0)
+    recorder.seen.pop()
     handled = [len(recorder.seen)]
     turns_of: dict[str, int] = {}
     while len(share):
@@ -208,8 +216,8 @@ async def test_frames_waiting_for_their_turn_add_nothing_for_the_cycle_collector
         before = len(gc.get_objects())
         for conn, _ in peers:
             conn.data_received(pipeline)
-        waiting = len(peers) * (PIPELINED // 4 - COMMANDS_PER_TURN)
         # the commands handled in the first turns are gone with their answers
+        waiting = len(peers) * (PIPELINED // 4) - len(recorder.seen)
         recorder.seen.clear()
         per_frame = (len(gc.get_objects()) - before) / waiting
     finally:
