@@ -11,6 +11,7 @@ phase runs (on a terminal; nothing otherwise).
 from __future__ import annotations
 
 import array
+import asyncio
 import contextlib
 import os
 import signal
@@ -26,6 +27,8 @@ import click
 
 from apogee._util.net import free_port
 from apogee._util.progress import Progress
+from apogee.client.namesrv_api import NamesrvApi
+from apogee.remoting.client import RemotingClient
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -145,8 +148,29 @@ def cluster(
         if replication != "none":
             slave = {"flushDiskType": flush, "brokerRole": "SLAVE", "brokerId": "1"}
             procs.broker(namesrv, "slave", slave)
-            time.sleep(1.0)  # the slave registers, learns its master and connects
+        # Listening is not registered: a command that asks the name server for a
+        # master at once could otherwise find none.
+        asyncio.run(_registered(namesrv, 1 if replication == "none" else 2))
+        if replication != "none":
+            time.sleep(1.0)  # the slave learns its master and connects
         yield namesrv, pid
+
+
+async def _registered(namesrv: str, brokers: int, timeout_s: float = 30.0) -> None:
+    """Wait until the name server lists ``brokers`` brokers, a master among them."""
+    deadline = time.monotonic() + timeout_s
+    async with RemotingClient() as remoting:
+        api = NamesrvApi(remoting, [namesrv])
+        while True:
+            info = await api.get_cluster_info()
+            table = info.broker_addr_table.values()
+            if sum(len(b.broker_addrs) for b in table) >= brokers and any(
+                b.master_addr() is not None for b in table
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the brokers did not register with {namesrv}")
+            await asyncio.sleep(0.05)
 
 
 def cpu_seconds(pid: int | None) -> float | None:
