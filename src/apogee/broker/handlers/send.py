@@ -97,6 +97,7 @@ _FAILED_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
+_PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
 _WAIT_FALSE = "WAIT\x01false"
 _SHARDING_MARKER = "__SHARDINGKEY\x01"
 _UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
@@ -235,7 +236,8 @@ class SendHandler:
                 result = self._put_one(ctx, request, header, queue_id)
         except _RefusedError as refused:
             return request.make_response(refused.code, refused.remark)
-        if result.status.is_stored:
+        status = result.status
+        if status is _PUT_OK or status.is_stored:  # PUT_OK first: no property call
             self._on_stored()
             if self._traffic is not None:
                 self._traffic.put(
@@ -245,9 +247,9 @@ class SendHandler:
                     len(request.body or b""),
                 )
             wait = self._waits and _WAIT_FALSE not in props
-            if wait and result.status is PutStatus.PUT_OK:
+            if wait and status is _PUT_OK:
                 return self._after_flush(ctx, result, queue_id, tx_id)
-        return self._response(request, result.status, result, queue_id, tx_id)
+        return self._response(request, status, result, queue_id, tx_id)
 
     # -- msgCheck ----------------------------------------------------------------
 
