@@ -98,6 +98,7 @@ _FAILED_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
 _PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
+_BUFFERS = (bytes, bytearray, memoryview)
 _WAIT_FALSE = "WAIT\x01false"
 _SHARDING_MARKER = "__SHARDINGKEY\x01"
 _UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
@@ -332,7 +333,8 @@ class SendHandler:
             if placed is not None:
                 topic, store_qid, props = placed.topic, placed.queue_id, placed.properties
         body = request.body
-        if not isinstance(body, bytes | bytearray | memoryview):
+        # bytes first, and a tuple: isinstance against a union builds it per call
+        if type(body) is not bytes and not isinstance(body, _BUFFERS):
             body = request.body_bytes()
         msg = StoreMessage(
             topic, store_qid, body, props, header.flag, header.sys_flag, header.born_timestamp,
