@@ -39,6 +39,7 @@ _JSON = SerializeType.JSON
 _json_encode = header_json.encode
 # The whole frame start in one bytes object, when header_scan is compiled.
 _scan_frame = header_scan.encode_frame if header_scan.COMPILED else None
+_scan_read = header_scan.decode_frame if header_scan.COMPILED else None
 _pack_prefix = _PREFIX.pack
 _BUFFER_TYPES = (bytes, bytearray, memoryview)
 _DECODERS = {
@@ -145,6 +146,14 @@ class FrameDecoder:
             self.push(data)
             return self.take(limit)
         # Common case: the read starts on a frame boundary and nothing waits.
+        if _scan_read is not None and limit != 0:
+            # Compiled: one whole JSON frame (the usual request) in one call.
+            try:
+                cmd = _scan_read(data, self.max_frame_bytes)
+            except Exception:  # never its own error: the usual way below decides
+                cmd = None
+            if cmd is not None:
+                return [cmd]
         out: list[RemotingCommand] = []
         end = len(data)
         pos = 0

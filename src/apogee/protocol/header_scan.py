@@ -28,7 +28,7 @@ from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import RemotingCommand, new_command
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import put32, same_at
+    from cython.cimports.apogee._util.bytes_be import get32, put32, same_at
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLong
@@ -511,6 +511,42 @@ def _unescape(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_
         return _utf8(out, 0, o)
     finally:
         free(out)
+
+
+def decode_frame(data: object, max_frame_bytes: cython.Py_ssize_t) -> RemotingCommand | None:
+    """The command of ``data`` when it is exactly one whole JSON frame within
+    ``max_frame_bytes`` whose header the scanner reads; None for anything else.
+
+    ``framing.FrameDecoder.read`` asks this first for a read that starts on a
+    frame boundary: the usual request (one frame per read) is then decoded
+    without slicing its header out or passing through the decoder's loop. On
+    None the decoder goes its usual way, which decides (and raises) as always.
+    """
+    if not cython.compiled:
+        return None
+    if type(data) is not bytes:
+        return None
+    n: cython.Py_ssize_t = len(data)
+    if n < 8 or n > max_frame_bytes:
+        return None
+    p: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+    length: cython.Py_ssize_t = get32(p, 0)
+    if length + 4 != n:  # a partial frame, more than one, or a bad length word
+        return None
+    type_word: cython.uint = cython.cast(cython.uint, get32(p, 4))
+    if type_word >> 24 != 0:  # not JSON (serialize type 0)
+        return None
+    h: cython.Py_ssize_t = type_word & 0xFFFFFF
+    if h > length - 4:
+        return None
+    start: cython.Py_ssize_t = 8 + h
+    body: object = b""
+    if n > start:
+        body = PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + start, n - start)
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    scanner.p = p + 8
+    scanner.n = h
+    return scanner.command(body)  # type: ignore[return-value]  # a command or None
 
 
 def decode(header: object, body: Any) -> RemotingCommand | None:

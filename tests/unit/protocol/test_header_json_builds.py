@@ -279,3 +279,56 @@ def test_the_frame_kernel_declines_sizes_its_words_cannot_hold(scan: ModuleType)
     assert scan.encode_frame(cmd, 0) is None
     with pytest.raises(ProtocolError, match="24 bits"):
         framing.encode(cmd)
+
+
+def usual_read(data: bytes, most: int) -> tuple[str, Any]:
+    """What FrameDecoder.read gives without the one-frame kernel: commands or the error."""
+    decoder = framing.FrameDecoder(most)
+    try:
+        out = [fields(cmd) for cmd in decoder.read(data, 32)]
+    except (ProtocolError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    return "commands", (out, decoder.waiting, decoder.buffered, decoder.failed)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(commands(), st.binary(max_size=64), st.data())
+def test_one_frame_reads_as_the_decoder_reads_it(
+    scan: ModuleType, cmd: RemotingCommand, body: bytes, data: st.DataObject
+) -> None:
+    cmd.body = body
+    try:
+        frame = framing.encode_bytes(cmd)
+    except (ProtocolError, struct.error):
+        return
+    if data.draw(st.booleans()):  # damaged: any byte changed, or cut, or one more byte
+        damaged = bytearray(frame)
+        at = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[at] = data.draw(st.integers(0, 255))
+        frame = bytes(damaged[: data.draw(st.integers(0, len(damaged) + 1))])
+    most = data.draw(st.sampled_from([len(frame), len(frame) - 1, 16 << 20]))
+    got = scan.decode_frame(frame, most)
+    usual = usual_read_without_kernel(frame, most)
+    if got is not None:  # else the decoder goes its usual way
+        assert usual == ("commands", ([fields(got)], 0, 0, False))
+    assert usual_read(frame, most) == usual
+
+
+def usual_read_without_kernel(data: bytes, most: int) -> tuple[str, Any]:
+    kernel, framing._scan_read = framing._scan_read, None
+    try:
+        return usual_read(data, most)
+    finally:
+        framing._scan_read = kernel
+
+
+def test_the_one_frame_kernel_reads_a_send_request(scan: ModuleType) -> None:
+    request = RemotingCommand.request(310, {"a": "pg", "b": "topic"}, b"x" * 1024)
+    request.opaque = 7
+    frame = framing.encode_bytes(request)
+    usual = framing._frame(frame, 4, len(frame) - 4)  # the decoder's own, per frame
+    assert fields(scan.decode_frame(frame, 1 << 20)) == fields(usual)
+    assert usual.ext_fields == request.ext_fields and usual.body == request.body
+    assert scan.decode_frame(frame, len(frame) - 1) is None  # over the limit: the decoder says so
+    assert scan.decode_frame(frame + frame, 1 << 20) is None  # two frames: the decoder's loop
+    assert scan.decode_frame(bytearray(frame), 1 << 20) is None
