@@ -42,13 +42,16 @@ class Traffic:
     def put(self, topic: str, kind: str, messages: int, body_bytes: int) -> None:
         """``messages`` stored in ``topic``, ``body_bytes`` of bodies in all."""
         key = (topic, kind)
-        self.in_msgs[key] = self.in_msgs.get(key, 0) + messages
-        self.in_bytes[key] = self.in_bytes.get(key, 0) + body_bytes
         buckets = self.sizes.get(key)
-        if buckets is None:
+        if buckets is None:  # the key's first message: its three entries start at 0
             buckets = self.sizes[key] = [0] * (len(SIZE_BUCKETS) + 1)
+            self.in_msgs.setdefault(key, 0)
+            self.in_bytes.setdefault(key, 0)
+        self.in_msgs[key] += messages
+        self.in_bytes[key] += body_bytes
         # a batch counts as messages of its average size
-        buckets[bisect_left(SIZE_BUCKETS, body_bytes // max(messages, 1))] += messages
+        per = body_bytes // messages if messages > 1 else body_bytes
+        buckets[bisect_left(SIZE_BUCKETS, per)] += messages
 
     def pulled(self, group: str, topic: str, messages: int, total_bytes: int) -> None:
         key = (group, topic)

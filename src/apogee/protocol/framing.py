@@ -25,7 +25,7 @@ import struct
 
 from apogee.codes import SerializeType
 from apogee.errors import FrameTooLargeError, ProtocolError
-from apogee.protocol import header_binary, header_json
+from apogee.protocol import header_binary, header_json, header_scan
 from apogee.protocol.command import Buffer, RemotingCommand
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
@@ -37,6 +37,9 @@ _HEADER_MASK = 0xFFFFFF
 _ENCODERS = {SerializeType.JSON: header_json.encode, SerializeType.ROCKETMQ: header_binary.encode}
 _JSON = SerializeType.JSON
 _json_encode = header_json.encode
+# The whole frame start in one bytes object, when header_scan is compiled.
+_scan_frame = header_scan.encode_frame if header_scan.COMPILED else None
+_scan_read = header_scan.decode_frame if header_scan.COMPILED else None
 _pack_prefix = _PREFIX.pack
 _BUFFER_TYPES = (bytes, bytearray, memoryview)
 _DECODERS = {
@@ -52,12 +55,17 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
     reach ``transport.writelines`` without a copy.
     """
     kind = cmd.serialize_type
+    body = cmd.body
+    if kind is _JSON and _scan_frame is not None and type(body) is bytes:
+        # Compiled: length and type words written with the header, no join.
+        head = _scan_frame(cmd, len(body))
+        if head is not None:
+            return [head, body] if body else [head]
     # JSON first, without hashing the enum (Enum.__hash__ is Python code).
     header = _json_encode(cmd) if kind is _JSON else _ENCODERS[kind](cmd)
     h = len(header)
     if h > _HEADER_MASK:
         raise ProtocolError(f"header of {h} bytes does not fit 24 bits")
-    body = cmd.body
     # bytes first: isinstance against a union builds the union on every call
     if type(body) is bytes or isinstance(body, _BUFFER_TYPES):
         b = len(body) if type(body) is bytes else memoryview(body).nbytes
@@ -138,6 +146,14 @@ class FrameDecoder:
             self.push(data)
             return self.take(limit)
         # Common case: the read starts on a frame boundary and nothing waits.
+        if _scan_read is not None and limit != 0:
+            # Compiled: one whole JSON frame (the usual request) in one call.
+            try:
+                cmd = _scan_read(data, self.max_frame_bytes)
+            except Exception:  # never its own error: the usual way below decides
+                cmd = None
+            if cmd is not None:
+                return [cmd]
         out: list[RemotingCommand] = []
         end = len(data)
         pos = 0

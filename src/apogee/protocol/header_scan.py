@@ -28,7 +28,7 @@ from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import RemotingCommand, new_command
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import same_at
+    from cython.cimports.apogee._util.bytes_be import get32, put32, same_at
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLong
@@ -53,6 +53,8 @@ _I32_MIN = cython.declare(cython.longlong, -(2**31))
 _I32_MAX = cython.declare(cython.longlong, 2**31 - 1)
 # An integer literal of more digits may not fit a long long: the dict route takes it.
 _MAX_DIGITS = cython.declare(cython.Py_ssize_t, 18)
+# The frame's type word keeps the header length in its low 24 bits.
+_HEADER_MASK = cython.declare(cython.Py_ssize_t, 0xFFFFFF)
 
 _WS = cython.declare(cython.int, 1)
 _FIELD_CODE = cython.declare(cython.int, 1)
@@ -511,6 +513,42 @@ def _unescape(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_
         free(out)
 
 
+def decode_frame(data: object, max_frame_bytes: cython.Py_ssize_t) -> RemotingCommand | None:
+    """The command of ``data`` when it is exactly one whole JSON frame within
+    ``max_frame_bytes`` whose header the scanner reads; None for anything else.
+
+    ``framing.FrameDecoder.read`` asks this first for a read that starts on a
+    frame boundary: the usual request (one frame per read) is then decoded
+    without slicing its header out or passing through the decoder's loop. On
+    None the decoder goes its usual way, which decides (and raises) as always.
+    """
+    if not cython.compiled:
+        return None
+    if type(data) is not bytes:
+        return None
+    n: cython.Py_ssize_t = len(data)
+    if n < 8 or n > max_frame_bytes:
+        return None
+    p: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+    length: cython.Py_ssize_t = get32(p, 0)
+    if length + 4 != n:  # a partial frame, more than one, or a bad length word
+        return None
+    type_word: cython.uint = cython.cast(cython.uint, get32(p, 4))
+    if type_word >> 24 != 0:  # not JSON (serialize type 0)
+        return None
+    h: cython.Py_ssize_t = type_word & 0xFFFFFF
+    if h > length - 4:
+        return None
+    start: cython.Py_ssize_t = 8 + h
+    body: object = b""
+    if n > start:
+        body = PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + start, n - start)
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    scanner.p = p + 8
+    scanner.n = h
+    return scanner.command(body)  # type: ignore[return-value]  # a command or None
+
+
 def decode(header: object, body: Any) -> RemotingCommand | None:
     """The command of ``header`` read by the scanner; None to take the dict route."""
     if not cython.compiled:
@@ -650,8 +688,25 @@ def _java_int(value: object, out: cython.p_longlong) -> cython.bint:
     return True
 
 
-def encode(cmd: RemotingCommand) -> bytes | None:  # noqa: PLR0915  # straight-line
+def encode(cmd: RemotingCommand) -> bytes | None:
     """The header of ``cmd`` written field by field; None to take the dict route."""
+    return _encode(cmd, -1)
+
+
+def encode_frame(cmd: RemotingCommand, body_len: cython.Py_ssize_t) -> bytes | None:
+    """The frame's start for a JSON ``cmd`` whose body is ``body_len`` bytes: the
+    length and type words, then the header, in one bytes object (``framing`` would
+    otherwise join a packed prefix to the header, one copy more). None where
+    ``encode`` declines or the frame's words cannot hold the sizes; the caller then
+    frames it its usual way, which gives its error."""
+    if body_len < 0:
+        return None
+    return _encode(cmd, body_len)
+
+
+@cython.cfunc
+def _encode(cmd: RemotingCommand, body_len: cython.Py_ssize_t) -> bytes | None:  # noqa: PLR0915
+    """``encode`` (``body_len`` < 0) or ``encode_frame``: one straight-line writer."""
     if not cython.compiled:
         return None
     ext = cmd.ext_fields
@@ -703,8 +758,18 @@ def encode(cmd: RemotingCommand) -> bytes | None:  # noqa: PLR0915  # straight-l
         if v < 0:
             return None
         size += 11 + v + 1
-    out_obj = PyBytes_FromStringAndSize(cython.NULL, size)
+    start: cython.Py_ssize_t = 0
+    if body_len >= 0:
+        # L = 4 + H + B and T = H (JSON is type 0) must fit their int32 and 24 bits
+        if size > _HEADER_MASK or 4 + size + body_len > _I32_MAX:
+            return None
+        start = 8
+    out_obj = PyBytes_FromStringAndSize(cython.NULL, start + size)
     out: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out_obj))
+    if start:
+        put32(out, 0, cython.cast(cython.int, 4 + size + body_len))
+        put32(out, 4, cython.cast(cython.int, size))
+        out += start  # the header is written as for encode
     at: cython.Py_ssize_t = _put(out, 0, b'{"code":', 8)
     at = _put_int(out, at, code)
     at = _put(out, at, b',"extFields":{', 14)

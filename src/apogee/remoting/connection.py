@@ -202,7 +202,11 @@ class Connection(asyncio.Protocol):
                 self._broken(exc)
                 return
         if len(commands) == 1 and not decoder.pending:
-            self._on_command(commands[0])
+            cmd = commands[0]  # _on_command inlined: one read, one request is the usual
+            if cmd.flag & FLAG_RESPONSE:
+                self._on_response(cmd)
+            else:
+                self._on_request(cmd)
         else:
             if share is not None:
                 share.charge(len(commands))

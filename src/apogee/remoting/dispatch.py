@@ -63,6 +63,7 @@ DEFAULT_GROUP = "default"
 # looked up once: an enum member is a class attribute lookup each time
 _CPP = LanguageCode.CPP
 _JSON = SerializeType.JSON
+_perf_counter = time.perf_counter
 
 
 class Responder(Protocol):
@@ -113,7 +114,7 @@ class RequestContext:
         self.request = request
         self.channel = channel
         self.observer = observer
-        self.started = time.perf_counter()  # for the latency of the answer
+        self.started = _perf_counter()  # for the latency of the answer
 
     @property
     def peer(self) -> str:

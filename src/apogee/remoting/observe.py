@@ -32,6 +32,8 @@ from apogee.protocol.command import RemotingCommand
 from apogee.remoting.dispatch import RequestContext
 from apogee.remoting.server import RemotingServer
 
+_perf_counter = time.perf_counter
+
 #: upper bounds of the latency buckets, in milliseconds (RocketMQ 5's rpc latency view)
 LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 3000.0)
 
@@ -94,7 +96,11 @@ class RequestObserver:
         histogram = self.latency.get(key)
         if histogram is None:
             histogram = self.latency[key] = LatencyHistogram()
-        histogram.observe((time.perf_counter() - ctx.started) * 1000)
+        # LatencyHistogram.observe inlined: this runs for every answer written
+        ms = (_perf_counter() - ctx.started) * 1000
+        histogram.buckets[bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
+        histogram.count += 1
+        histogram.sum_ms += ms
         if response.code in NORMAL_OUTCOMES or key in self._normal_pairs:
             return
         self.refusals[key] = self.refusals.get(key, 0) + 1

@@ -5,6 +5,7 @@ well-formed headers and for damaged ones alike."""
 from __future__ import annotations
 
 import json
+import struct
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from apogee.codes import LanguageCode, ResponseCode, SerializeType
 from apogee.errors import ProtocolError
-from apogee.protocol import header_json
+from apogee.protocol import framing, header_json
 from apogee.protocol.command import RemotingCommand, new_command
 from tests.harness.kernels import NotCompiledError, module_build
 
@@ -236,3 +237,98 @@ def test_a_strided_view_is_left_to_the_dict_route(builds: tuple[Any, Any]) -> No
     compiled, interpreted = builds
     strided = memoryview(b'{ ""ccooddee"":: 11 0}}')[::2]  # {"code": 10}, not contiguous
     assert outcome(compiled.decode, strided, b"") == outcome(interpreted.decode, strided, b"")
+
+
+def framed(encode: Any, cmd: RemotingCommand) -> tuple[str, Any]:
+    """A frame as framing builds it, its header from ``encode``: bytes or the error."""
+    try:
+        header = encode(cmd)
+        body = bytes(cmd.body)  # type: ignore[arg-type]
+        if len(header) > 0xFFFFFF:
+            raise ProtocolError("header does not fit 24 bits")
+        return "bytes", struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+    except (ProtocolError, struct.error) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=400)
+@given(commands(), st.binary(max_size=64))
+def test_any_command_is_framed_as_its_joined_parts(
+    builds: tuple[Any, Any], cmd: RemotingCommand, body: bytes
+) -> None:
+    _, interpreted = builds
+    cmd.body = body
+    try:
+        got: tuple[str, Any] = ("bytes", b"".join(framing.encode(cmd)))
+    except (ProtocolError, struct.error) as exc:
+        got = (type(exc).__name__, str(exc))
+    assert got == framed(interpreted.encode, cmd)
+
+
+def test_the_frame_kernel_declines_sizes_its_words_cannot_hold(scan: ModuleType) -> None:
+    cmd = RemotingCommand.request(310, {"a": "pg"})
+    header = scan.encode(cmd)
+    h = len(header)
+    most = 2**31 - 1 - 4 - h  # L = 4 + H + B is an int32
+    assert scan.encode_frame(cmd, most) == struct.pack(">ii", 2**31 - 1, h) + header
+    assert scan.encode_frame(cmd, most + 1) is None
+    assert scan.encode_frame(cmd, -1) is None
+    assert scan.encode_frame(cmd, 0) == struct.pack(">ii", 4 + h, h) + header
+    cmd.ext_fields = {"k": "x" * 0xFFFFFF}  # a header past 24 bits
+    assert scan.encode(cmd) is not None
+    assert scan.encode_frame(cmd, 0) is None
+    with pytest.raises(ProtocolError, match="24 bits"):
+        framing.encode(cmd)
+
+
+def usual_read(data: bytes, most: int) -> tuple[str, Any]:
+    """What FrameDecoder.read gives without the one-frame kernel: commands or the error."""
+    decoder = framing.FrameDecoder(most)
+    try:
+        out = [fields(cmd) for cmd in decoder.read(data, 32)]
+    except (ProtocolError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    return "commands", (out, decoder.waiting, decoder.buffered, decoder.failed)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(commands(), st.binary(max_size=64), st.data())
+def test_one_frame_reads_as_the_decoder_reads_it(
+    scan: ModuleType, cmd: RemotingCommand, body: bytes, data: st.DataObject
+) -> None:
+    cmd.body = body
+    try:
+        frame = framing.encode_bytes(cmd)
+    except (ProtocolError, struct.error):
+        return
+    if data.draw(st.booleans()):  # damaged: any byte changed, or cut, or one more byte
+        damaged = bytearray(frame)
+        at = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[at] = data.draw(st.integers(0, 255))
+        frame = bytes(damaged[: data.draw(st.integers(0, len(damaged) + 1))])
+    most = data.draw(st.sampled_from([len(frame), len(frame) - 1, 16 << 20]))
+    got = scan.decode_frame(frame, most)
+    usual = usual_read_without_kernel(frame, most)
+    if got is not None:  # else the decoder goes its usual way
+        assert usual == ("commands", ([fields(got)], 0, 0, False))
+    assert usual_read(frame, most) == usual
+
+
+def usual_read_without_kernel(data: bytes, most: int) -> tuple[str, Any]:
+    kernel, framing._scan_read = framing._scan_read, None
+    try:
+        return usual_read(data, most)
+    finally:
+        framing._scan_read = kernel
+
+
+def test_the_one_frame_kernel_reads_a_send_request(scan: ModuleType) -> None:
+    request = RemotingCommand.request(310, {"a": "pg", "b": "topic"}, b"x" * 1024)
+    request.opaque = 7
+    frame = framing.encode_bytes(request)
+    usual = framing._frame(frame, 4, len(frame) - 4)  # the decoder's own, per frame
+    assert fields(scan.decode_frame(frame, 1 << 20)) == fields(usual)
+    assert usual.ext_fields == request.ext_fields and usual.body == request.body
+    assert scan.decode_frame(frame, len(frame) - 1) is None  # over the limit: the decoder says so
+    assert scan.decode_frame(frame + frame, 1 << 20) is None  # two frames: the decoder's loop
+    assert scan.decode_frame(bytearray(frame), 1 << 20) is None

@@ -97,6 +97,8 @@ _FAILED_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
+_PUT_OK = PutStatus.PUT_OK  # an Enum class attribute costs a metaclass look-up
+_BUFFERS = (bytes, bytearray, memoryview)
 _WAIT_FALSE = "WAIT\x01false"
 _SHARDING_MARKER = "__SHARDINGKEY\x01"
 _UNIT_TOPIC_FLAG = 0x1  # TopicSysFlag: UNIT
@@ -235,7 +237,8 @@ class SendHandler:
                 result = self._put_one(ctx, request, header, queue_id)
         except _RefusedError as refused:
             return request.make_response(refused.code, refused.remark)
-        if result.status.is_stored:
+        status = result.status
+        if status is _PUT_OK or status.is_stored:  # PUT_OK first: no property call
             self._on_stored()
             if self._traffic is not None:
                 self._traffic.put(
@@ -245,9 +248,9 @@ class SendHandler:
                     len(request.body or b""),
                 )
             wait = self._waits and _WAIT_FALSE not in props
-            if wait and result.status is PutStatus.PUT_OK:
+            if wait and status is _PUT_OK:
                 return self._after_flush(ctx, result, queue_id, tx_id)
-        return self._response(request, result.status, result, queue_id, tx_id)
+        return self._response(request, status, result, queue_id, tx_id)
 
     # -- msgCheck ----------------------------------------------------------------
 
@@ -330,7 +333,8 @@ class SendHandler:
             if placed is not None:
                 topic, store_qid, props = placed.topic, placed.queue_id, placed.properties
         body = request.body
-        if not isinstance(body, bytes | bytearray | memoryview):
+        # bytes first, and a tuple: isinstance against a union builds it per call
+        if type(body) is not bytes and not isinstance(body, _BUFFERS):
             body = request.body_bytes()
         msg = StoreMessage(
             topic, store_qid, body, props, header.flag, header.sys_flag, header.born_timestamp,
