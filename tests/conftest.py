@@ -7,6 +7,10 @@ for the compiled run: there every test fails unless every module that
 setup.py compiles, and the C ``apogee._groupsync``, is what runs, so a build
 that silently fell back to the sources cannot pass. ``cython_build`` gives a
 test a module compiled, then its source run interpreted, in one process.
+
+Hypothesis runs without its per-example deadline: on a shared machine one
+example can take 200 ms for reasons of the machine's, not the code's, and a
+property test is about results, not time.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 import apogee
 from apogee._util.compiled import PURE_PYTHON, cython_sources, is_compiled
@@ -26,6 +31,9 @@ from apogee._util.native import groupsync
 from tests.harness.kernels import BUILDS, NotCompiledError, module_build
 
 REQUIRED = os.environ.get("APOGEE_REQUIRE_SPEEDUPS") == "1"
+
+settings.register_profile("apogee", deadline=None)
+settings.load_profile("apogee")
 
 
 def not_compiled() -> list[str]:
