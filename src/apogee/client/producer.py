@@ -35,6 +35,7 @@ each batch is retried as one message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -591,7 +592,9 @@ class Producer:
                     assert pieces is not None
                     born_ms = _time_ns() // 1_000_000
                     head = b"%b%d%b%d%b" % (pieces.head, mq.queue_id, mid, born_ms, rest)
-                    fut = conn.request_encoded(_SEND_V2, head, pieces.end, body, remaining)
+                    fut: asyncio.Future[Any] = conn.request_encoded(
+                        _SEND_V2, head, pieces.end, body, remaining
+                    )
                 else:
                     fut = conn.request(_ext_request(ext, mq, body, batch), remaining)
                 result = send_result(await fut, mq, msg_id)

@@ -57,13 +57,14 @@ import math
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import cast
+from typing import Any, TypeVar, cast
 
 from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutError
 from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
 from apogee.protocol.header_json import decode as json_decode
+from apogee.protocol.header_scan import SendAnswer
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
 
@@ -86,9 +87,11 @@ SWEEP_GAP_PER_REQUEST_S = 1e-6
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
-#: a request waiting for its answer: (future, deadline in loop time, request code, timeout)
-_Waiting = tuple["asyncio.Future[RemotingCommand]", float, int, float]
+#: a request waiting for its answer: (future, deadline in loop time, request code, timeout,
+#: whether a SendAnswer may resolve it: see ``request_encoded``)
+_Waiting = tuple["asyncio.Future[Any]", float, int, float, bool]
 _INF = math.inf
+_T = TypeVar("_T")
 _pack_prefix = struct.Struct(">ii").pack
 
 
@@ -442,7 +445,7 @@ class Connection(asyncio.Protocol):
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         deadline = loop.time() + timeout_s
         pending = self._pending
-        pending[opaque] = (fut, deadline, request.code, timeout_s)
+        pending[opaque] = (fut, deadline, request.code, timeout_s, False)
         try:
             self._write(request)
         except BaseException:
@@ -456,7 +459,7 @@ class Connection(asyncio.Protocol):
 
     def request_encoded(
         self, code: int, head: bytes, end: bytes, body: bytes | bytearray, timeout_s: float
-    ) -> asyncio.Future[RemotingCommand]:
+    ) -> asyncio.Future[RemotingCommand | SendAnswer]:
         """``request`` of a request whose JSON header the caller encoded, but for its opaque.
 
         The header is ``head``, the opaque's digits and ``end``; ``head`` must
@@ -465,9 +468,16 @@ class Connection(asyncio.Protocol):
         from pieces. A connection that signs its requests decodes the header
         into a command and takes ``request``'s path (the signature covers the
         ext fields), so what leaves is signed all the same.
+
+        It is a send's request: its answer may come as the ``SendAnswer`` of
+        ``header_scan.send_answer`` instead of a command (a client connection
+        reads an answer that arrives whole so, see ``client.ClientConnection``).
         """
         if self._sign is not None:
-            return self.request(json_decode(head + b"0" + end, body), timeout_s)
+            signed: asyncio.Future[Any] = self.request(
+                json_decode(head + b"0" + end, body), timeout_s
+            )
+            return signed
         opaque = next(self._ids) & 0x7FFFFFFF
         header = b"%b%d%b" % (head, opaque, end)
         h = len(header)
@@ -475,10 +485,10 @@ class Connection(asyncio.Protocol):
         # serialize type JSON (0) in the top byte of the second word
         frame = _pack_prefix(4 + h + b, h) + header
         loop = self._loop
-        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        fut: asyncio.Future[RemotingCommand | SendAnswer] = loop.create_future()
         deadline = loop.time() + timeout_s
         pending = self._pending
-        pending[opaque] = (fut, deadline, code, timeout_s)
+        pending[opaque] = (fut, deadline, code, timeout_s, True)
         try:
             self._write_frame([frame, body] if b else [frame])
         except BaseException:
@@ -494,7 +504,7 @@ class Connection(asyncio.Protocol):
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
         return await self.request(request, timeout_s)
 
-    async def _after_drain(self, fut: asyncio.Future[RemotingCommand]) -> RemotingCommand:
+    async def _after_drain(self, fut: asyncio.Future[_T]) -> _T:
         # Wait for room in the buffer, but let the answer, the timeout or a
         # close end the wait too.
         waiter = self._drain_waiter()
@@ -536,7 +546,7 @@ class Connection(asyncio.Protocol):
             elif deadline < following:
                 following = deadline
         for opaque in late:
-            fut, _, code, timeout_s = pending.pop(opaque)
+            fut, _, code, timeout_s, _ = pending.pop(opaque)
             if not fut.done():
                 fut.set_exception(
                     RemotingTimeoutError(

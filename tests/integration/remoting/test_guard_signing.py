@@ -105,5 +105,6 @@ async def test_a_request_the_caller_encoded_is_signed_too(guarded: tuple[Guarded
     async with RemotingClient(config) as client:
         conn = await client.connection(addr)
         answer = await conn.request_encoded(ECHO, head + b'"opaque":', end, b"body", 2.0)
+    assert isinstance(answer, RemotingCommand)  # not a send: no SendAnswer
     assert (answer.code, answer.body_bytes()) == (ResponseCode.SUCCESS, b"body")
     assert [code for code, _ in harness.seen] == [ECHO]
