@@ -479,7 +479,7 @@ class Connection(asyncio.Protocol):
             )
             return signed
         opaque = next(self._ids) & 0x7FFFFFFF
-        header = b"%b%d%b" % (head, opaque, end)
+        header = head + str(opaque).encode() + end
         h = len(header)
         b = len(body)
         # serialize type JSON (0) in the top byte of the second word
