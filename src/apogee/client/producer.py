@@ -450,7 +450,8 @@ class Producer:
                 if len(self._pieces) > 4096:
                     self._pieces.clear()
                 self._pieces[topic] = pieces
-        elif len(body) > cfg.max_message_size:
+        size = len(body)
+        if size > cfg.max_message_size:
             check_message(msg, cfg.max_message_size)
         if pieces is None:
             return None
@@ -471,7 +472,7 @@ class Producer:
                 sys_flag = TRANSACTION_PREPARED_TYPE
             rest = pieces.rest(msg.flag, properties_to_string(props))
         threshold = cfg.compress_threshold
-        if threshold is not None and len(body) >= threshold:
+        if threshold is not None and size >= threshold:
             packed = compress_body(body, threshold, cfg.compress_level)
             if packed is not None:
                 body = packed

@@ -48,14 +48,15 @@ class ClientConnection(Connection):
     """
 
     def data_received(self, data: bytes) -> None:
-        if _send_answer is not None and type(data) is bytes and len(data) > 8:
+        n = len(data)
+        if n > 8 and _send_answer is not None:
             length, kind = _unpack_prefix(data)
             decoder = self._decoder
             # one JSON frame (serialize type 0) of a header only, and nothing held before it
             if (
-                length + 4 == len(data)
+                length + 4 == n
                 and kind == length - 4
-                and length + 4 <= decoder.max_frame_bytes
+                and n <= decoder.max_frame_bytes
                 and not decoder.pending
                 and not decoder.buffered
             ):
