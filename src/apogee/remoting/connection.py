@@ -373,19 +373,6 @@ class Connection(asyncio.Protocol):
                 self._check_write_buffer(transport)
         self._last_activity = self._loop.time()
 
-    def _write_frame(self, buffers: list[Buffer]) -> None:
-        """``_write`` of a frame already encoded (``request_encoded``)."""
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            raise RemotingClosedError(f"connection with {self.peer} is closed")
-        if self._batch is not None:
-            self._batch += buffers
-        else:
-            transport.writelines(buffers)
-            if self._write_paused and self._max_write is not None:
-                self._check_write_buffer(transport)
-        self._last_activity = self._loop.time()
-
     def _check_write_buffer(self, transport: asyncio.Transport) -> None:
         size = transport.get_write_buffer_size()
         assert self._max_write is not None
@@ -484,16 +471,28 @@ class Connection(asyncio.Protocol):
         b = len(body)
         # serialize type JSON (0) in the top byte of the second word
         frame = _pack_prefix(4 + h + b, h) + header
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            raise RemotingClosedError(f"connection with {self.peer} is closed")
         loop = self._loop
         fut: asyncio.Future[RemotingCommand | SendAnswer] = loop.create_future()
-        deadline = loop.time() + timeout_s
+        now = loop.time()
+        deadline = now + timeout_s
         pending = self._pending
         pending[opaque] = (fut, deadline, code, timeout_s, True)
+        # what _write does, the frame already encoded
+        buffers: list[Buffer] = [frame, body] if b else [frame]
         try:
-            self._write_frame([frame, body] if b else [frame])
+            if self._batch is not None:
+                self._batch += buffers
+            else:
+                transport.writelines(buffers)
+                if self._write_paused and self._max_write is not None:
+                    self._check_write_buffer(transport)
         except BaseException:
             del pending[opaque]
             raise
+        self._last_activity = now
         if deadline < self._timer_at:
             self._arm(deadline)
         if self._write_paused:
