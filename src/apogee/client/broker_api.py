@@ -53,6 +53,7 @@ from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from apogee.protocol import admin_bodies, bodies
 from apogee.protocol import headers as h
 from apogee.protocol.command import DEFAULT_LANGUAGE, RemotingCommand, new_command
+from apogee.protocol.header_scan import SendAnswer
 from apogee.remoting.client import RemotingClient
 
 #: Queues a topic gets when a send auto-creates it from TBW102 (Java producer default).
@@ -167,8 +168,21 @@ if tuple(f.name for f in dataclasses.fields(SendResult)) != _SEND_RESULT_FIELDS:
 ) = (getattr(SendResult, name).__set__ for name in _SEND_RESULT_FIELDS)
 
 
-def send_result(response: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
-    """The result of a send to ``mq`` from the broker's answer; raises for a failure code."""
+def send_result(
+    response: RemotingCommand | SendAnswer, mq: MessageQueue, msg_id: str
+) -> SendResult:
+    """The result of a send to ``mq`` from the broker's answer; raises for a failure code.
+
+    The answer is its command, or the fields ``header_scan.send_answer`` read
+    from it (what a client connection gives a send's future when it can).
+    """
+    if type(response) is tuple:
+        _, code, remark, offset_msg_id, queue_id, offset, transaction_id, region = response
+        status = _SEND_STATUS.get(code)
+        if status is None:
+            raise error_for_code(code, remark)
+        return _result(status, mq, queue_id, offset, offset_msg_id, msg_id, transaction_id, region)
+    assert isinstance(response, RemotingCommand)
     status = _SEND_STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)
@@ -180,6 +194,28 @@ def send_result(response: RemotingCommand, mq: MessageQueue, msg_id: str) -> Sen
     except (KeyError, ValueError):
         h.SendMessageResponseHeader.from_ext(answer)  # raises, naming the field
         raise
+    return _result(
+        status,
+        mq,
+        queue_id,
+        offset,
+        offset_msg_id,
+        msg_id,
+        answer.get("transactionId"),
+        answer.get("MSG_REGION"),
+    )
+
+
+def _result(  # noqa: PLR0917  # every field of SendResult, positional for speed
+    status: SendStatus,
+    mq: MessageQueue,
+    queue_id: int,
+    offset: int,
+    offset_msg_id: str,
+    msg_id: str,
+    transaction_id: str | None,
+    region: str | None,
+) -> SendResult:
     result: SendResult = _new_object(SendResult)
     _set_status(result, status)
     _set_queue(
@@ -189,8 +225,8 @@ def send_result(response: RemotingCommand, mq: MessageQueue, msg_id: str) -> Sen
     _set_offset(result, offset)
     _set_offset_msg_id(result, offset_msg_id)
     _set_msg_id(result, msg_id)
-    _set_transaction_id(result, answer.get("transactionId"))
-    _set_region_id(result, answer.get("MSG_REGION"))
+    _set_transaction_id(result, transaction_id)
+    _set_region_id(result, region)
     return result
 
 

@@ -35,6 +35,7 @@ each batch is retried as one message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -60,8 +61,10 @@ from apogee.client.outgoing import (
 from apogee.client.publish import PublishInfo, choose_queue
 from apogee.client.route_cache import RouteCache
 from apogee.client.selectors import QueueSelector
+from apogee.client.send_header import SendPieces
 from apogee.client.transaction import CheckListener
 from apogee.client.uniq_key import new_uniq_key
+from apogee.codes import RequestCode
 from apogee.errors import (
     ApogeeError,
     ClientClosedError,
@@ -81,6 +84,7 @@ from apogee.model.message import (
 )
 from apogee.model.results import SendResult, SendStatus
 from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, validate_group
+from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import SendMessageRequestHeader
 from apogee.protocol.signing import SessionCredentials
 from apogee.remoting.client import RemotingClient
@@ -91,6 +95,9 @@ log = logging.getLogger(__name__)
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SEND_OK = SendStatus.SEND_OK
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+#: not yet in ``Producer._pieces`` (None there: a topic whose header takes the command path)
+_NO_PIECES: Any = object()
 _monotonic = time.monotonic
 _time_ns = time.time_ns
 
@@ -190,6 +197,11 @@ class Producer:
         #: one map for single messages and one for batches
         self._headers: dict[str, dict[str, str]] = {}
         self._batch_headers: dict[str, dict[str, str]] = {}
+        #: topic -> its send header encoded ahead in pieces (None: take the command path)
+        self._pieces: dict[str, SendPieces | None] = {}
+        #: one-by-one sends write their header from ``_pieces``; not when signing,
+        #: which needs the ext fields (the connection would decode the header back)
+        self._encoded = credentials is None
         #: answers the broker's transaction checks for this group (TransactionProducer)
         self._checker: CheckListener | None = None
 
@@ -266,9 +278,17 @@ class Producer:
         queue, in order); either makes one attempt. ``timeout`` (seconds)
         bounds all attempts together.
         """
-        ext, body, uniq = self._prepare(msg)
         if queue is None and selector is None:
+            if self._encoded:
+                encoded = self._prepare_encoded(msg)
+                if encoded is not None:
+                    pieces, mid, rest, body, uniq = encoded
+                    return await self._deliver(
+                        msg.topic, None, body, uniq, timeout, False, pieces, mid, rest
+                    )
+            ext, body, uniq = self._prepare(msg)
             return await self._deliver(msg.topic, ext, body, uniq, timeout, False)
+        ext, body, uniq = self._prepare(msg)
         return await self._send_ordered(msg, ext, body, uniq, queue, selector, arg, timeout, False)
 
     async def send_oneway(
@@ -411,6 +431,54 @@ class Producer:
             ext["h"] = str(msg.flag)
         return ext, body, uniq
 
+    def _prepare_encoded(self, msg: Message) -> tuple[SendPieces, bytes, bytes, bytes, str] | None:
+        """``_prepare`` for a header encoded from pieces: (pieces, mid, rest, body, UNIQ_KEY).
+
+        None when the topic's header cannot be (a retry topic's message with
+        reconsume counts): then ``_prepare`` is the way, and nothing was changed.
+        """
+        cfg = self.config
+        topic = msg.topic
+        body = msg.body
+        pieces = self._pieces.get(topic, _NO_PIECES) if type(topic) is str else _NO_PIECES
+        if pieces is _NO_PIECES or type(body) is not bytes or not body:
+            check_message(msg, cfg.max_message_size)
+            body = msg.body
+            pieces = self._pieces.get(topic, _NO_PIECES)
+            if pieces is _NO_PIECES:
+                pieces = SendPieces.of(self._header(topic, False))
+                if len(self._pieces) > 4096:
+                    self._pieces.clear()
+                self._pieces[topic] = pieces
+        size = len(body)
+        if size > cfg.max_message_size:
+            check_message(msg, cfg.max_message_size)
+        if pieces is None:
+            return None
+        if self._routes is None:
+            raise ClientClosedError(f"producer {self.group} is not started (or closed)")
+        sys_flag = 0
+        props = msg.properties
+        if not props and not msg.flag:
+            uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
+            rest = pieces.rest_plain(uniq)
+        else:
+            if props and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                return None  # its reconsume counts go into header fields of their own
+            uniq = props.get(_UNIQ) or ""
+            if not uniq:
+                uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
+            if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+                sys_flag = TRANSACTION_PREPARED_TYPE
+            rest = pieces.rest(msg.flag, properties_to_string(props))
+        threshold = cfg.compress_threshold
+        if threshold is not None and size >= threshold:
+            packed = compress_body(body, threshold, cfg.compress_level)
+            if packed is not None:
+                body = packed
+                sys_flag |= COMPRESSED_SYS_FLAG
+        return pieces, pieces.mid(sys_flag), rest, body, uniq
+
     async def _target(
         self,
         routes: RouteCache,
@@ -479,13 +547,20 @@ class Producer:
     async def _deliver(  # noqa: PLR0917  # private, positional on purpose
         self,
         topic: str,
-        ext: dict[str, str],
+        ext: dict[str, str] | None,
         body: bytes | bytearray,
         msg_id: str,
         timeout: float | None,
         batch: bool,
+        pieces: SendPieces | None = None,
+        mid: bytes = b"",
+        rest: bytes = b"",
     ) -> SendResult:
-        """Send round robin, retrying on another broker (see the module docstring)."""
+        """Send round robin, retrying on another broker (see the module docstring).
+
+        The header is ``ext`` with the queue and time set, or, when ``ext`` is
+        None, encoded from ``pieces``, ``mid`` and ``rest`` (``_prepare_encoded``).
+        """
         routes = self._routes
         remoting = self._remoting
         if routes is None or remoting is None:
@@ -510,14 +585,20 @@ class Producer:
                     f"sending to {topic} took longer than {timeout_s}s ({attempt} attempts)"
                 ) from error
             mq = choose_queue(info, last_broker, faults, begin * 1000)
-            ext["e"] = str(mq.queue_id)
-            ext["g"] = str(_time_ns() // 1_000_000)
             try:
                 addr = routes.master_addr(mq.broker_name) or await self._master(routes, mq)
                 # the connection's future, not BrokerApi.send_v2: one coroutine less per send
                 conn = remoting.pooled(addr) or await remoting.connection(addr)
-                answer = await conn.request(send_request(ext, body, batch), remaining)
-                result = send_result(answer, mq, msg_id)
+                if ext is None:
+                    assert pieces is not None
+                    born_ms = _time_ns() // 1_000_000
+                    head = b"%b%d%b%d%b" % (pieces.head, mq.queue_id, mid, born_ms, rest)
+                    fut: asyncio.Future[Any] = conn.request_encoded(
+                        _SEND_V2, head, pieces.end, body, remaining
+                    )
+                else:
+                    fut = conn.request(_ext_request(ext, mq, body, batch), remaining)
+                result = send_result(await fut, mq, msg_id)
             except ApogeeError as exc:
                 self._failed(routes, mq, _monotonic() - begin)
                 if not exc.retriable and not isinstance(exc, ClientError):
@@ -548,3 +629,12 @@ class Producer:
     def __repr__(self) -> str:
         state = "started" if self._instance is not None else "stopped"
         return f"<Producer group={self.group} {state}>"
+
+
+def _ext_request(
+    ext: dict[str, str], mq: MessageQueue, body: bytes | bytearray, batch: bool
+) -> RemotingCommand:
+    """The send request of a header dict, with the attempt's queue and born time set."""
+    ext["e"] = str(mq.queue_id)
+    ext["g"] = str(_time_ns() // 1_000_000)
+    return send_request(ext, body, batch)

@@ -29,6 +29,7 @@ _next_month_ms = 0
 # the id text up to the counter, for the millisecond it was made for
 _base_ms = -1
 _base_text = ""
+_HEX2 = tuple(f"{i:02X}" for i in range(256))  # a byte as two uppercase hex digits
 
 
 def _month_bounds(now_ms: int) -> tuple[int, int]:
@@ -77,7 +78,8 @@ def new_uniq_key(now_ms: int) -> str:
         base = _base_text
     finally:
         _lock.release()
-    return f"{base}{count:04X}"
+    # two table lookups: the format spec of f"{count:04X}" is parsed at every call
+    return f"{base}{_HEX2[count >> 8]}{_HEX2[count & 0xFF]}"
 
 
 def new_uniq_keys(now_ms: int, count: int) -> list[str]:

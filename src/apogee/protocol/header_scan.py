@@ -11,7 +11,9 @@ header holds (objects, strings, canonical integers, true, false, null where
 (floats, nesting in ext fields, a number past its Java field, text that needs
 an escape on output, any doubt): ``header_json`` then decodes or encodes it
 with its dict route, so that every result and every error is the dict
-route's.
+route's. Also :func:`send_answer`: the fields of a send's answer that its
+result needs, read without a command or a dict (a client connection's whole
+answers to one-by-one sends), None wherever the full decode might differ.
 
 Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
 is False and ``header_json`` never calls in (``orjson``'s dict route is faster
@@ -797,3 +799,169 @@ def _encode(cmd: RemotingCommand, body_len: cython.Py_ssize_t) -> bytes | None: 
     if at + 1 != size:  # the two passes disagree: never hand out a torn header
         raise AssertionError(f"JSON header of {size} bytes came out as {at + 1}")
     return out_obj  # type: ignore[no-any-return]  # the bytes just written
+
+
+# -- a send's answer: only what its result needs ----------------------------------
+
+#: What ``send_answer`` reads: (opaque, code, remark, msgId, queueId, queueOffset,
+#: transactionId, MSG_REGION), the fields ``broker_api.send_result`` takes from
+#: the answer's command.
+SendAnswer = tuple[int, int, str | None, str, int, int, str | None, str | None]
+
+
+def send_answer(data: bytes, start: int) -> SendAnswer | None:
+    """The fields of a send's answer whose JSON header is ``data[start:]``; None to decode it.
+
+    No command, no ext-field dict, no string for a key: a producer sending one
+    message at a time reads one such answer per send. Taken only where the
+    full decode would give the same values: a response (flag bit 0) with one
+    ``extFields`` object holding msgId, and queueId and queueOffset as strings
+    of canonical non-negative integers; other ext fields may be any plain
+    scalar. Anything else (escaped keys, numbers for those fields, nulls, any
+    doubt) is None, and the caller decodes the frame as any other.
+    """
+    if not cython.compiled:
+        return None
+    if type(data) is not bytes:
+        return None
+    n: cython.Py_ssize_t = len(data)
+    at: cython.Py_ssize_t = start
+    if at < 0 or at > n:
+        return None
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    scanner.p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+    scanner.p += at
+    scanner.n = n - at
+    return _answer(scanner)  # type: ignore[return-value]  # a SendAnswer or None
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _quoted_count(s: _Scanner) -> cython.longlong:
+    """A JSON string of a canonical non-negative integer (at most 18 digits), past
+    it; -1 to give up."""
+    p: cython.p_uchar = s.p
+    i: cython.Py_ssize_t = s.i + 1
+    digits: cython.Py_ssize_t = i
+    value: cython.longlong = 0
+    while i < s.n and 0x30 <= p[i] <= 0x39:
+        value = value * 10 + (p[i] - 0x30)
+        i += 1
+        if i - digits > _MAX_DIGITS:
+            return -1
+    count: cython.Py_ssize_t = i - digits
+    if count == 0 or (count > 1 and p[digits] == 0x30) or i >= s.n or p[i] != 0x22:
+        return -1
+    s.i = i + 1
+    return value
+
+
+@cython.cfunc
+def _answer(s: _Scanner) -> object:  # noqa: PLR0915  # one pass, straight-line
+    code: cython.longlong = 0
+    opaque: cython.longlong = 0
+    flag: cython.longlong = 0
+    has_code: cython.bint = False
+    has_ext: cython.bint = False
+    remark: Any = None
+    msg_id: Any = None
+    transaction_id: Any = None
+    region: Any = None
+    queue_id: cython.longlong = -1
+    offset: cython.longlong = -1
+    field: cython.int
+    at: cython.Py_ssize_t
+    n: cython.Py_ssize_t
+    if not s.expect(0x7B):  # {
+        return None
+    c: cython.uchar = s.ws()
+    while c == 0x22:
+        end: cython.Py_ssize_t = s.string_end()
+        if end < 0 or s.key_len < 0:
+            return None
+        field = _field(s.p, s.key_at, s.key_len)
+        at = s.key_at
+        s.i = end + 1
+        if not s.expect(0x3A):  # :
+            return None
+        c = s.ws()
+        if field == _FIELD_EXT:
+            if c != 0x7B or has_ext:  # null, or a second object (it would replace the first)
+                return None
+            has_ext = True
+            s.i += 1
+            c = s.ws()
+            while c != 0x7D:
+                if c != 0x22:
+                    return None
+                end = s.string_end()
+                if end < 0 or s.key_len < 0:
+                    return None
+                at = s.key_at
+                n = s.key_len
+                s.i = end + 1
+                if not s.expect(0x3A):
+                    return None
+                c = s.ws()
+                if n == 5 and same_at(s.p, at, b"msgId", 5):
+                    msg_id = s.string() if c == 0x22 else None
+                    if msg_id is None:
+                        return None
+                elif n == 7 and same_at(s.p, at, b"queueId", 7):
+                    queue_id = _quoted_count(s) if c == 0x22 else -1
+                    if queue_id < 0:
+                        return None
+                elif n == 11 and same_at(s.p, at, b"queueOffset", 11):
+                    offset = _quoted_count(s) if c == 0x22 else -1
+                    if offset < 0:
+                        return None
+                elif n == 13 and same_at(s.p, at, b"transactionId", 13):
+                    transaction_id = s.string() if c == 0x22 else None
+                    if transaction_id is None:
+                        return None
+                elif n == 10 and same_at(s.p, at, b"MSG_REGION", 10):
+                    region = s.string() if c == 0x22 else None
+                    if region is None:
+                        return None
+                elif not _valid_utf8(s.p, at, end) or not s.skip_value():
+                    return None
+                c = s.ws()
+                if c == 0x2C:  # ,
+                    s.i += 1
+                    c = s.ws()
+                    if c == 0x7D:  # a trailing comma
+                        return None
+                elif c != 0x7D:
+                    return None
+            s.i += 1  # }
+        elif field == _FIELD_REMARK:
+            remark = s.string() if c == 0x22 else None
+            if remark is None:
+                return None
+        elif field == _FIELD_LANGUAGE or field == _FIELD_OTHER:  # noqa: PLR1714, SIM109  # C compares
+            if not _valid_utf8(s.p, at, end) or not s.skip_value():
+                return None
+        else:
+            # code, opaque, flag, version: an int that fits, else the full decode
+            if s.integer() < 0 or not _I32_MIN <= s.number <= _I32_MAX:
+                return None
+            if field == _FIELD_CODE:
+                code = s.number
+                has_code = True
+            elif field == _FIELD_OPAQUE:
+                opaque = s.number
+            elif field == _FIELD_FLAG:
+                flag = s.number
+        c = s.ws()
+        s.i += 1
+        if c == 0x7D:  # }
+            break
+        if c != 0x2C:  # ,
+            return None
+        c = s.ws()
+    else:
+        return None  # "{}" or a key that is not a string
+    s.ws()
+    if s.i != s.n or not has_code or not flag & 1 or msg_id is None or queue_id < 0 or offset < 0:
+        return None
+    return (opaque, code, remark, msg_id, queue_id, offset, transaction_id, region)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Sequence
 from types import TracebackType
 
 from apogee.errors import ClientError, RemotingConnectError, RemotingError
+from apogee.protocol import header_scan
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.signing import SessionCredentials, sign
 from apogee.remoting.config import ClientConfig
@@ -29,6 +31,48 @@ from apogee.remoting.dispatch import HandlerTable
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0  # how long close() lets buffered requests flush before aborting
+# Compiled only: interpreted it would always decline.
+_send_answer = header_scan.send_answer if header_scan.COMPILED else None
+_unpack_prefix = struct.Struct(">ii").unpack_from
+
+
+class ClientConnection(Connection):
+    """A connection this side opened.
+
+    The answer to a send (``Connection.request_encoded``) that arrives as one
+    whole read, alone, is read by ``header_scan.send_answer``, only for what
+    the send's result needs, and resolves the send's future with that
+    ``SendAnswer``: no frame decoder, no command, no ext-field dict. Anything
+    else (a partial or coalesced read, another answer, a request, any answer
+    the kernel declines) takes ``Connection.data_received``.
+    """
+
+    def data_received(self, data: bytes) -> None:
+        n = len(data)
+        if n > 8 and _send_answer is not None:
+            length, kind = _unpack_prefix(data)
+            decoder = self._decoder
+            # one JSON frame (serialize type 0) of a header only, and nothing held before it
+            if (
+                length + 4 == n
+                and kind == length - 4
+                and n <= decoder.max_frame_bytes
+                and not decoder.pending
+                and not decoder.buffered
+            ):
+                answer = _send_answer(data, 8)
+                if answer is not None:
+                    opaque = answer[0]
+                    pending = self._pending
+                    waiting = pending.get(opaque)
+                    if waiting is not None and waiting[4]:
+                        del pending[opaque]
+                        self._last_activity = self._loop.time()
+                        fut = waiting[0]
+                        if not fut.done():  # its caller may have been cancelled
+                            fut.set_result(answer)
+                        return
+        super().data_received(data)
 
 
 def _signer(credentials: SessionCredentials) -> Signer:
@@ -88,7 +132,7 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
 
         def factory() -> Connection:
-            return Connection(
+            return ClientConnection(
                 self.handlers,
                 max_frame_bytes=cfg.max_frame_bytes,
                 idle_timeout_s=cfg.idle_timeout_s,

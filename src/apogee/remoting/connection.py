@@ -57,14 +57,17 @@ import asyncio
 import itertools
 import logging
 import math
+import struct
 from collections import deque
 from collections.abc import Callable
-from typing import cast
+from typing import Any, TypeVar, cast
 
 from apogee.codes import ResponseCode
 from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutError
 from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
+from apogee.protocol.header_json import decode as json_decode
+from apogee.protocol.header_scan import SendAnswer
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
 
@@ -87,9 +90,12 @@ SWEEP_GAP_PER_REQUEST_S = 1e-6
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
-#: a request waiting for its answer: (future, deadline in loop time, request code, timeout)
-_Waiting = tuple["asyncio.Future[RemotingCommand]", float, int, float]
+#: a request waiting for its answer: (future, deadline in loop time, request code, timeout,
+#: whether a SendAnswer may resolve it: see ``request_encoded``)
+_Waiting = tuple["asyncio.Future[Any]", float, int, float, bool]
 _INF = math.inf
+_T = TypeVar("_T")
+_pack_prefix = struct.Struct(">ii").pack
 
 
 class Connection(asyncio.Protocol):
@@ -455,7 +461,7 @@ class Connection(asyncio.Protocol):
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         deadline = loop.time() + timeout_s
         pending = self._pending
-        pending[opaque] = (fut, deadline, request.code, timeout_s)
+        pending[opaque] = (fut, deadline, request.code, timeout_s, False)
         try:
             self._write(request)
         except BaseException:
@@ -467,11 +473,66 @@ class Connection(asyncio.Protocol):
             return loop.create_task(self._after_drain(fut))
         return fut
 
+    def request_encoded(
+        self, code: int, head: bytes, end: bytes, body: bytes | bytearray, timeout_s: float
+    ) -> asyncio.Future[RemotingCommand | SendAnswer]:
+        """``request`` of a request whose JSON header the caller encoded, but for its opaque.
+
+        The header is ``head``, the opaque's digits and ``end``; ``head`` must
+        carry flag 0 (a request expecting an answer) and request ``code``. No
+        command is built: a producer's one-by-one sends encode their header
+        from pieces. A connection that signs its requests decodes the header
+        into a command and takes ``request``'s path (the signature covers the
+        ext fields), so what leaves is signed all the same.
+
+        It is a send's request: its answer may come as the ``SendAnswer`` of
+        ``header_scan.send_answer`` instead of a command (a client connection
+        reads an answer that arrives whole so, see ``client.ClientConnection``).
+        """
+        if self._sign is not None:
+            signed: asyncio.Future[Any] = self.request(
+                json_decode(head + b"0" + end, body), timeout_s
+            )
+            return signed
+        opaque = next(self._ids) & 0x7FFFFFFF
+        header = head + str(opaque).encode() + end
+        h = len(header)
+        b = len(body)
+        # serialize type JSON (0) in the top byte of the second word
+        frame = _pack_prefix(4 + h + b, h) + header
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            raise RemotingClosedError(f"connection with {self.peer} is closed")
+        loop = self._loop
+        fut: asyncio.Future[RemotingCommand | SendAnswer] = loop.create_future()
+        now = loop.time()
+        deadline = now + timeout_s
+        pending = self._pending
+        pending[opaque] = (fut, deadline, code, timeout_s, True)
+        # what _write does, the frame already encoded
+        buffers: list[Buffer] = [frame, body] if b else [frame]
+        try:
+            if self._batch is not None:
+                self._batch += buffers
+            else:
+                transport.writelines(buffers)
+                if self._write_paused and self._max_write is not None:
+                    self._check_write_buffer(transport)
+        except BaseException:
+            del pending[opaque]
+            raise
+        self._last_activity = now
+        if deadline < self._timer_at:
+            self._arm(deadline)
+        if self._write_paused:
+            return loop.create_task(self._after_drain(fut))
+        return fut
+
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
         return await self.request(request, timeout_s)
 
-    async def _after_drain(self, fut: asyncio.Future[RemotingCommand]) -> RemotingCommand:
+    async def _after_drain(self, fut: asyncio.Future[_T]) -> _T:
         # Wait for room in the buffer, but let the answer, the timeout or a
         # close end the wait too.
         waiter = self._drain_waiter()
@@ -513,7 +574,7 @@ class Connection(asyncio.Protocol):
             elif deadline < following:
                 following = deadline
         for opaque in late:
-            fut, _, code, timeout_s = pending.pop(opaque)
+            fut, _, code, timeout_s, _ = pending.pop(opaque)
             if not fut.done():
                 fut.set_exception(
                     RemotingTimeoutError(

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from apogee.codes import ResponseCode
+from apogee.protocol import header_json
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.signing import ACCESS_KEY, SessionCredentials, signature_matches
 from apogee.remoting import (
@@ -93,3 +94,17 @@ async def test_a_failing_guard_refuses(guarded: tuple[Guarded, str]) -> None:
         answer = await client.invoke(addr, RemotingCommand.request(ECHO, {"explode": "1"}))
         assert answer.code == ResponseCode.SYSTEM_ERROR
         assert "guard failed: guard bug" in (answer.remark or "")
+
+
+async def test_a_request_the_caller_encoded_is_signed_too(guarded: tuple[Guarded, str]) -> None:
+    harness, addr = guarded
+    # what the encoder writes for the request, cut around its opaque
+    header = header_json.encode(RemotingCommand.request(ECHO, {"k": "v"}))
+    head, _, end = header.partition(b'"opaque":0')
+    config = ClientConfig(credentials=SessionCredentials("account1", SECRET))
+    async with RemotingClient(config) as client:
+        conn = await client.connection(addr)
+        answer = await conn.request_encoded(ECHO, head + b'"opaque":', end, b"body", 2.0)
+    assert isinstance(answer, RemotingCommand)  # not a send: no SendAnswer
+    assert (answer.code, answer.body_bytes()) == (ResponseCode.SUCCESS, b"body")
+    assert [code for code, _ in harness.seen] == [ECHO]
