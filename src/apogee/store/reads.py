@@ -17,7 +17,9 @@ on a slave unless offsetCheckInSlave):
                               offset + units scanned
 
 The records are returned as views of the mapped commit log, so a pull body
-is sent without copying.
+is sent without copying; records that lie back to back in one segment (a
+batch sent to one queue) are also returned as one view per run
+(``GetResult.runs``), which an answer writes as fewer buffers.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def _scan(  # noqa: PLR0915
     seg_view: memoryview | None = None
     byte_cap = max_bytes if max_bytes is not None else 1 << 62
     scanned = 0
+    runs: list[memoryview] = []
+    run_view: memoryview | None = None  # the segment view of the open run
+    run_start = run_end = -1
     for phys, size, code in _UNIT_ITER(units):
         last_phys = phys
         if phys < skip_below:
@@ -165,9 +170,18 @@ def _scan(  # noqa: PLR0915
             if not total:
                 status = GetStatus.MESSAGE_WAS_REMOVING
             continue
+        if pos == run_end and seg_view is run_view:
+            run_end = pos + size
+        else:
+            if run_view is not None:
+                runs.append(run_view[run_start:run_end])
+            run_view, run_start, run_end = seg_view, pos, pos + size
         qoffs.append(offset + scanned - 1)
         total += size
         status = GetStatus.FOUND
+    if run_view is not None:
+        # the record views above pin the segment's view: it cannot be released here
+        runs.append(run_view[run_start:run_end])
     return GetResult(
         status,
         offset + scanned,
@@ -177,4 +191,5 @@ def _scan(  # noqa: PLR0915
         qoffs,
         total,
         clog_max - last_phys > memory,
+        runs if messages else None,
     )
