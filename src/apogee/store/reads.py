@@ -17,21 +17,22 @@ on a slave unless offsetCheckInSlave):
                               offset + units scanned
 
 The records are returned as views of the mapped commit log, so a pull body
-is sent without copying.
+is sent without copying; records that lie back to back in one segment (a
+batch sent to one queue) are also returned as one view per run
+(``GetResult.runs``), which an answer writes as fewer buffers. The loop
+over the units is ``apogee.store.read_scan.scan`` (compiled).
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import BrokerRole, StoreConfig
-from apogee.store.consume_queue import BLANK_UNIT_SIZE, CQ_UNIT_SIZE, ConsumeQueue
+from apogee.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue
+from apogee.store.read_scan import scan
 from apogee.store.results import GetResult, GetStatus
-
-_UNIT_ITER = struct.Struct(">qiq").iter_unpack
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,89 +93,17 @@ def get_messages(
         return GetResult(GetStatus.OFFSET_FOUND_NULL, corrected(next_file), min_off, max_off)
     scan_bytes = max(16000, max_count * CQ_UNIT_SIZE)
     scan_bytes -= scan_bytes % CQ_UNIT_SIZE
+    window = units[:scan_bytes]
     try:
-        result = _scan(
-            commit_log, units[:scan_bytes], offset,
-            max_count=max_count, limits=limits, max_bytes=max_bytes, tag_filter=tag_filter,
+        result = scan(
+            window, offset, commit_log.queue.locate, commit_log.queue.segment_size,
+            commit_log.max_offset, max_count, limits.memory_bytes,
+            (limits.in_memory_bytes, limits.in_memory_count),
+            (limits.on_disk_bytes, limits.on_disk_count),
+            max_bytes if max_bytes is not None else 1 << 62, tag_filter,
         )  # fmt: skip
     finally:
+        window.release()
         units.release()
     result.min_offset, result.max_offset = min_off, max_off
     return result
-
-
-# One loop on the hottest read path: helpers would cost a call per message.
-def _scan(  # noqa: PLR0915
-    commit_log: CommitLog,
-    units: memoryview,
-    offset: int,
-    *,
-    max_count: int,
-    limits: ReadLimits,
-    max_bytes: int | None,
-    tag_filter: Collection[int] | None,
-) -> GetResult:
-    clog_max = commit_log.max_offset
-    memory = limits.memory_bytes
-    seg_size = commit_log.queue.segment_size
-    locate = commit_log.queue.locate
-    messages: list[memoryview] = []
-    qoffs: list[int] = []
-    status = GetStatus.NO_MATCHED_MESSAGE
-    total = 0
-    skip_below = -1
-    last_phys = 0
-    seg_start = seg_limit = -1  # readable range of the cached segment
-    seg_view: memoryview | None = None
-    byte_cap = max_bytes if max_bytes is not None else 1 << 62
-    scanned = 0
-    for phys, size, code in _UNIT_ITER(units):
-        last_phys = phys
-        if phys < skip_below:
-            scanned += 1
-            continue
-        if total:
-            count = len(messages)
-            if count >= max_count or total + size > byte_cap:
-                break
-            if clog_max - phys > memory:
-                if total + size > limits.on_disk_bytes or count >= limits.on_disk_count:
-                    break
-            elif total + size > limits.in_memory_bytes or count >= limits.in_memory_count:
-                break
-        scanned += 1
-        if tag_filter and code not in tag_filter:
-            if not total:
-                status = GetStatus.NO_MATCHED_MESSAGE
-            continue
-        if size == BLANK_UNIT_SIZE and phys == 0:
-            continue
-        if not (seg_start <= phys and phys + size <= seg_limit):
-            seg = locate(phys)
-            if seg is None or phys + size > seg.start + seg.wrote:
-                if not total:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                skip_below = phys - phys % seg_size + seg_size
-                continue
-            seg_start, seg_limit, seg_view = seg.start, seg.start + seg.wrote, seg.view
-        pos = phys - seg_start
-        try:
-            messages.append(seg_view[pos : pos + size])  # type: ignore[index]
-        except ValueError:  # segment unmapped meanwhile
-            seg_start = seg_limit = -1
-            if not total:
-                status = GetStatus.MESSAGE_WAS_REMOVING
-            continue
-        qoffs.append(offset + scanned - 1)
-        total += size
-        status = GetStatus.FOUND
-    return GetResult(
-        status,
-        offset + scanned,
-        0,
-        0,
-        messages,
-        qoffs,
-        total,
-        clog_max - last_phys > memory,
-    )

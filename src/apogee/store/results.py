@@ -114,7 +114,10 @@ class GetResult:
     """What one read of a consume queue returned.
 
     ``messages`` are views into the mapped commit log (no copy): send them as
-    they are and drop them soon, since a view keeps its file mapped.
+    they are and drop them soon, since a view keeps its file mapped. ``runs``,
+    when set, are the same bytes as ``messages`` joined, in fewer views: each
+    covers records that lie back to back in the commit log. Whoever changes
+    ``messages`` (a filter) sets ``runs`` to None.
     """
 
     status: GetStatus
@@ -125,13 +128,23 @@ class GetResult:
     queue_offsets: list[int] = field(default_factory=list)
     total_bytes: int = 0
     suggest_pulling_from_slave: bool = False
+    runs: list[memoryview] | None = None
 
     @property
     def message_count(self) -> int:
         return len(self.messages)
 
+    @property
+    def body(self) -> list[memoryview]:
+        """The records to send: ``runs`` when set, else ``messages``."""
+        return self.messages if self.runs is None else self.runs
+
     def release(self) -> None:
         """Drop the views now rather than when the result is collected."""
+        if self.runs is not None:
+            for view in self.runs:
+                view.release()
+            self.runs = None
         for view in self.messages:
             view.release()
         self.messages.clear()

@@ -42,6 +42,39 @@ def test_found_returns_views_of_the_stored_records(tmp_path: Path) -> None:
     store.close()
 
 
+def test_records_back_to_back_come_as_one_run(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    put_many(store, 3, queue_id=0)
+    put_many(store, 2, queue_id=1)  # splits queue 0 into two runs
+    put_many(store, 3, queue_id=0)
+    got = store.get("TopicTest", 0, 1, 32)
+    assert got.queue_offsets == [1, 2, 3, 4, 5]
+    assert got.runs is not None and len(got.runs) == 2
+    assert got.body is got.runs
+    assert all(isinstance(v.obj, mmap.mmap) for v in got.runs)  # no copy
+    joined = b"".join(bytes(v) for v in got.messages)
+    assert b"".join(bytes(v) for v in got.runs) == joined
+    assert [len(v) for v in got.runs] == [
+        sum(len(v) for v in got.messages[:2]),
+        sum(len(v) for v in got.messages[2:]),
+    ]
+    got.release()
+    assert got.body == []  # runs dropped, messages cleared
+    # a tag filter that skips records leaves gaps between the runs
+    codes = {java_string_hash("odd")}
+    store.put(message(queue_id=2, tags="odd"))
+    store.put(message(queue_id=2, tags="even"))
+    store.put(message(queue_id=2, tags="odd"))
+    store.dispatch_step(10_000)
+    odd = store.get("TopicTest", 2, 0, 32, tag_filter=codes)
+    assert odd.queue_offsets == [0, 2]
+    assert odd.runs is not None and len(odd.runs) == 2
+    assert b"".join(map(bytes, odd.runs)) == b"".join(map(bytes, odd.messages))
+    nothing = store.get("TopicTest", 2, 3, 32)
+    assert nothing.runs is None and nothing.body == []
+    store.close()
+
+
 def test_statuses_at_the_edges_of_a_queue(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     put_many(store, 3)

@@ -16,11 +16,12 @@ Owns: RocketMQ PullMessageProcessor's rules.
   their first topic. A SQL92 pull reads on until it holds maxMsgNums records
   or has scanned maxFilterMessageCount units. All filtered out =
   PULL_RETRY_IMMEDIATELY, past them.
-* Status -> code: FOUND 0 (body = the stored records as memoryviews, written
-  with scatter-gather); NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING 20;
-  OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL 19; OFFSET_OVERFLOW_BADLY /
-  OFFSET_TOO_SMALL 21; NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE 21 when
-  the offset is not 0, else 19. Code 0 never goes out with an empty body.
+* Status -> code: FOUND 0 (body = the stored records as memoryviews, one per
+  run of records back to back in the commit log, written with scatter-gather);
+  NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING 20; OFFSET_OVERFLOW_ONE /
+  OFFSET_FOUND_NULL 19; OFFSET_OVERFLOW_BADLY / OFFSET_TOO_SMALL 21;
+  NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE 21 when the offset is not 0,
+  else 19. Code 0 never goes out with an empty body.
   Every answer carries nextBeginOffset, minOffset, maxOffset and
   suggestWhichBrokerId, as strings.
 * A 19 with the SUSPEND bit is parked (long polling: the request's
@@ -229,7 +230,7 @@ class PullHandler:
                 self._count_found(
                     header.consumer_group, header.topic, len(result.messages), result.total_bytes
                 )
-            return request.make_response(code, result.status.value, ext, result.messages)
+            return request.make_response(code, result.status.value, ext, result.body)
         return request.make_response(code, result.status.value, ext)
 
     def _not_read_here(
@@ -291,6 +292,7 @@ class PullHandler:
                 more.next_begin_offset = more.queue_offsets[room]
                 del more.messages[room:], more.queue_offsets[room:]
             result.messages += more.messages
+            result.runs = None
             result.queue_offsets += more.queue_offsets
             result.total_bytes += sum(view.nbytes for view in more.messages)
             result.next_begin_offset = more.next_begin_offset
@@ -469,6 +471,7 @@ def _keep(result: GetResult, test: RecordTest) -> None:
         if test(view)
     ]
     if len(pairs) != len(result.messages):
+        result.runs = None
         result.messages = [view for view, _ in pairs]
         result.queue_offsets = [offset for _, offset in pairs]
         result.total_bytes = sum(view.nbytes for view in result.messages)
