@@ -133,7 +133,11 @@ def test_bench_consume_e2e_and_produce_end_with_a_summary_table() -> None:
     assert any(line.startswith("failed sends ") for line in e2e)
     assert any(line.startswith("send to delivery p50 / p99 ") for line in e2e)
 
-    produce = _plain("bench", "produce", "--threads", "2", "--seconds", "0.5", "--warmup", "0.2")
+    # One C++ producer per thread: threads that share one contend for the client's own
+    # connection-table lock and may give up on a send ("get timed_mutex timeout" in its
+    # log, "No route info" to the caller; bench produce's note), about 1 run in 8.
+    produce = _plain("bench", "produce", "--threads", "2", "--seconds", "0.5", "--warmup", "0.2",
+                     "--per-producer", "1")  # fmt: skip
     assert produce[0] == "bench produce"
     assert produce[1].split() == ["threads", "msgs/s", "p50", "ms", "p99", "ms", "failed",
                                   "broker", "CPU"]  # fmt: skip
