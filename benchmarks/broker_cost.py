@@ -38,6 +38,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from cost_frames import BODY, send_frames, uniq_key
+
 from apogee._util.net import free_port
 from apogee.codes import RequestCode
 from apogee.model.message import Message
@@ -50,7 +52,6 @@ TOPIC = "broker_cost"
 QUEUES = 4
 BATCH = 100
 IN_FLIGHT = 10
-BODY = 1024
 _LEN = struct.Struct(">i")
 
 
@@ -61,29 +62,8 @@ def proc_cpu_s(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def _uniq(i: int) -> str:
-    return f"7F00000100002A9F{i:016X}"
-
-
-def send_frames(count: int, first_opaque: int) -> list[bytes]:
-    body = os.urandom(BODY)
-    frames = []
-    for i in range(count):
-        header = h.SendMessageRequestHeader(
-            producer_group="cost_pg",
-            topic=TOPIC,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=i % QUEUES,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=f"UNIQ_KEY\x01{_uniq(first_opaque + i)}\x02WAIT\x01true\x02",
-        )
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-        cmd.opaque = first_opaque + i
-        frames.append(encode_bytes(cmd))
-    return frames
+def sync_frames(count: int, first_opaque: int) -> list[bytes]:
+    return send_frames(TOPIC, count, first_opaque, QUEUES)
 
 
 def batch_frames(count: int, first_opaque: int) -> list[bytes]:
@@ -92,7 +72,8 @@ def batch_frames(count: int, first_opaque: int) -> list[bytes]:
     for i in range(count):
         base = (first_opaque + i) * BATCH
         msgs = [
-            Message(TOPIC, pool[j], properties={"UNIQ_KEY": _uniq(base + j)}) for j in range(BATCH)
+            Message(TOPIC, pool[j], properties={"UNIQ_KEY": uniq_key(base + j)})
+            for j in range(BATCH)
         ]
         header = h.SendMessageRequestHeader(
             producer_group="cost_pg",
@@ -227,7 +208,7 @@ def measure(pid: int, port: int, workload: str, args: argparse.Namespace, opaque
     tool = next((t for t in ("py_spy", "strace", "perf") if getattr(args, t)), None)
     out = getattr(args, tool) if tool else None
     n, per = (args.sync, 1) if workload == "sync" else (args.batches, BATCH)
-    make, drive = (send_frames, run_sync) if workload == "sync" else (batch_frames, run_batched)
+    make, drive = (sync_frames, run_sync) if workload == "sync" else (batch_frames, run_batched)
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         warm = make(min(n, 500), opaque)

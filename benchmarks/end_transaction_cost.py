@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cost_frames import DiscardTransport
+
 from apogee.cli.process import GC_THRESHOLD, freeze_startup_objects
 from apogee.codes import RequestCode
 from apogee.model.message import TRANSACTION_PREPARED_TYPE, Message
@@ -45,40 +47,6 @@ from apogee.testing.cluster import run_broker
 TOPIC = "endtx_cost"
 GROUP = "endtx_pg"
 BATCH = 64
-
-
-class DiscardTransport:
-    """Stands in for the socket: answers are dropped."""
-
-    def write(self, data: Any) -> None:
-        pass
-
-    def writelines(self, parts: Any) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def half_frames(count: int, first: int) -> list[bytes]:

@@ -21,81 +21,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import os
 import pstats
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from apogee.codes import RequestCode
-from apogee.protocol import headers as h
-from apogee.protocol.command import RemotingCommand
-from apogee.protocol.framing import encode_bytes
+from cost_frames import DiscardTransport, send_frames
+
 from apogee.remoting import run
 from apogee.testing.cluster import run_broker
 
 TOPIC = "cost_topic"
 QUEUES = 4
-
-
-class DiscardTransport:
-    """Stands in for the socket: answers are counted, then dropped."""
-
-    def __init__(self) -> None:
-        self.bytes_out = 0
-
-    def write(self, data: Any) -> None:
-        self.bytes_out += memoryview(data).nbytes
-
-    def writelines(self, parts: Any) -> None:
-        for part in parts:
-            self.write(part)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def send_frames(count: int) -> list[bytes]:
-    body = os.urandom(1024)
-    frames = []
-    for i in range(count):
-        header = h.SendMessageRequestHeader(
-            producer_group="cost_pg",
-            topic=TOPIC,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=i % QUEUES,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=f"UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02",
-        )
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-        cmd.opaque = i
-        frames.append(encode_bytes(cmd))
-    return frames
 
 
 async def feed(conn: Any, frames: list[bytes], per_call: int) -> float:
@@ -118,8 +56,8 @@ async def measure(args: argparse.Namespace) -> None:
             conn = broker.server._new_connection()  # the seam measured
             transport = DiscardTransport()
             conn.connection_made(transport)  # type: ignore[arg-type]
-            await feed(conn, send_frames(500), 1)  # creates the topic, warms caches
-            frames = send_frames(args.requests)
+            await feed(conn, send_frames(TOPIC, 500), 1)  # creates the topic, warms caches
+            frames = send_frames(TOPIC, args.requests)
             if args.profile:
                 profiler = cProfile.Profile()
                 profiler.enable()
