@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apogee.errors import ProtocolError
+from tests.harness.damage import damaged
 from tests.harness.kernels import NotCompiledError, module_build
 
 
@@ -168,14 +169,4 @@ INSERTS = [b"\\", b'"', b",", b"}", b"0", b" ", b"\xff"]
 def test_damaged_answers_read_as_the_full_decode_or_not_at_all(
     scan: ModuleType, full: ModuleType, data: st.DataObject
 ) -> None:
-    header = bytearray(APOGEE)
-    for _ in range(data.draw(st.integers(1, 3))):
-        at = data.draw(st.integers(0, len(header)))
-        edit = data.draw(st.integers(0, 2))
-        if edit == 0 and at < len(header):
-            del header[at]
-        elif edit == 1:
-            header[at:at] = data.draw(st.sampled_from(INSERTS))
-        elif at < len(header):
-            header[at] = data.draw(st.integers(0, 255))
-    same(scan, full, bytes(header))
+    same(scan, full, damaged(APOGEE, data, INSERTS))
