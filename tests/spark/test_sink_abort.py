@@ -23,6 +23,7 @@ import pytest
 from pyspark import TaskContext
 
 from apogee.model.message import PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, MessageExt
+from apogee.model.message_codec import decode_batch
 from apogee.model.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from apogee.spark.ledger import TXN_PROPERTY, TxnTag
 from tests.spark.helpers import SparkCluster
@@ -80,12 +81,17 @@ def lineage(m: MessageExt) -> int:
     return int(m.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, m.queue_offset))
 
 
+def rows_of(halves: list[MessageExt]) -> set[bytes]:
+    """The rows these half messages carry (a batch half: the messages of its batch)."""
+    return {bytes(item.body) for m in halves for item in decode_batch(m.body)}
+
+
 def halves_of(cluster: SparkCluster, wanted: set[bytes]) -> dict[str, list[MessageExt]]:
-    """The half messages (every copy) carrying these bodies, by the attempt's token."""
+    """The half messages (every copy) carrying these rows, by the attempt's token."""
     out: dict[str, list[MessageExt]] = {}
     for m in cluster.read(TRANS_HALF_TOPIC, 1):
         tag = TxnTag.parse(m.properties.get(TXN_PROPERTY, ""))
-        if tag is not None and m.body in wanted:
+        if tag is not None and rows_of([m]) <= wanted:
             out.setdefault(tag.token, []).append(m)
     return out
 
@@ -108,10 +114,10 @@ def test_a_failed_exactly_once_write_shows_nothing_and_a_rerun_delivers_each_row
         write(spark, cluster, topic_name, rows, doomed=True, eo=True)
 
     sent = halves_of(cluster, set(rows))
-    doomed = {t: ms for t, ms in sent.items() if {m.body for m in ms} <= set(of_partition(rows, 2))}
+    doomed = {t: ms for t, ms in sent.items() if rows_of(ms) <= set(of_partition(rows, 2))}
     assert len(doomed) >= 2, "the failing attempts sent no half message"
     for part in (0, 1):  # the tasks that reported: rolled back by abort at once
-        mine = [ms for ms in sent.values() if {m.body for m in ms} == set(of_partition(rows, part))]
+        mine = [ms for ms in sent.values() if rows_of(ms) == set(of_partition(rows, part))]
         assert len(mine) == 1, f"partition {part} was not written by one attempt"
         assert unresolved(cluster, mine[0]) == set()
 

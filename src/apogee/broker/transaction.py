@@ -23,10 +23,20 @@ carries TRAN_PREPARED_QUEUE_OFFSET, the queue offset of the first copy: its
 A lineage number a producer wrote itself is dropped when the half is stored.
 
 A batch of half messages (SEND_BATCH_MESSAGE with sysFlag PREPARED, which
-RocketMQ's own store refuses as MESSAGE_ILLEGAL) is an Apogee extension:
-every message of it becomes a half record of its own, with its own queue
-offset in the half queue, so each is committed, rolled back and checked
-alone, exactly as if it had been sent by itself.
+RocketMQ's own store refuses as MESSAGE_ILLEGAL) is an Apogee extension: one
+transaction for the whole batch. It is stored as one half record whose body
+is the batch body as sent (inflated) and whose properties are the batch's
+own plus APOGEE_HALF_BATCH (the message count); it is checked, committed and
+rolled back as one. A commit appends the batch's messages to the real queue
+in one batch append (consecutive queue offsets, each message with its own
+properties followed by the half's, less the ones a commit drops and the
+half's UNIQ_KEY, the transaction's id)::
+
+    half record   body = [item 1][item 2]...  (the batch send's body format)
+                  properties = batch-level ones + REAL_TOPIC, REAL_QID,
+                  TRAN_MSG, PGROUP, APOGEE_HALF_BATCH=<count>
+    committed     REAL_TOPIC / REAL_QID: <count> records, sysFlag COMMIT (8),
+                  PREPARED TRANSACTION OFFSET 0 (a batch append writes none)
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ from apogee.model.message import (
     string_to_properties,
     with_transaction_type,
 )
-from apogee.model.message_codec import encode_record
+from apogee.model.message_codec import decode_batch, encode_record
 from apogee.model.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from apogee.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
@@ -63,6 +73,8 @@ from apogee.protocol.headers import CheckTransactionStateRequestHeader, EndTrans
 TRANSACTION_GROUP = "CID_RMQ_SYS_TRANS"
 HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"
+#: Set on a half record that holds a whole batch: its message count.
+PROPERTY_HALF_BATCH = "APOGEE_HALF_BATCH"
 #: Cheap pre-test on the raw property string before parsing it.
 TRAN_MARKER = PROPERTY_TRANSACTION_PREPARED + "\x01"
 
@@ -115,25 +127,42 @@ def half_batch_problem(items: list[BatchItem]) -> str | None:
     return None
 
 
-def half_batch(batch: StoreBatch, producer_group: str) -> StoreBatch:
-    """The half records a batch of half messages becomes (``batch`` names the real queue).
+def batch_half(real: StoreMessage, count: int, producer_group: str) -> StoreMessage:
+    """The one half record a batch of ``count`` half messages becomes.
 
-    Each item keeps its own properties; the batch-level ones (which the store
-    appends to every item) name the destination, TRAN_MSG and PGROUP, as
-    ``half_message`` gives one half message. Check items with
-    ``half_batch_problem`` first.
+    ``real`` names the real topic and queue, holds the batch body (inflated)
+    and the batch-level properties. Check the items with ``half_batch_problem``
+    first.
     """
-    props = string_to_properties(batch.properties)
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    props.pop(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, None)
+    props = string_to_properties(real.properties)
     props[PROPERTY_TRANSACTION_PREPARED] = "true"
     props.setdefault(PROPERTY_PRODUCER_GROUP, producer_group)
-    props[PROPERTY_REAL_TOPIC] = batch.topic
-    props[PROPERTY_REAL_QUEUE_ID] = str(batch.queue_id)
+    props[PROPERTY_HALF_BATCH] = str(count)
+    marked = StoreMessage(
+        real.topic, real.queue_id, real.body, properties_to_string(props), real.flag,
+        real.sys_flag, real.born_timestamp, real.born_host, real.store_host, real.reconsume_times,
+    )  # fmt: skip
+    return half_message(marked)
+
+
+def is_batch_half(half: MessageExt) -> bool:
+    """Whether ``half`` holds a whole batch (see the module docstring)."""
+    return PROPERTY_HALF_BATCH in half.properties
+
+
+def committed_batch(half: MessageExt, topic: str, queue_id: int) -> StoreBatch:
+    """The batch a committed batch half becomes in its real topic.
+
+    Raises:
+        ProtocolError: the half's body is not a batch body.
+    """
+    props = dict(half.properties)
+    for name in _BATCH_COMMIT_DROPS:
+        props.pop(name, None)
     return StoreBatch(
-        TRANS_HALF_TOPIC, HALF_QUEUE_ID, batch.items, properties_to_string(props),
-        with_transaction_type(batch.sys_flag, TRANSACTION_NOT_TYPE), batch.born_timestamp,
-        batch.born_host, batch.store_host, batch.reconsume_times,
+        topic, queue_id, decode_batch(half.body), properties_to_string(props),
+        with_transaction_type(half.sys_flag, TRANSACTION_COMMIT_TYPE), half.born_timestamp,
+        half.born_host, half.store_host, half.reconsume_times,
     )  # fmt: skip
 
 
@@ -190,10 +219,19 @@ def end_problem(half: MessageExt | None, header: EndTransactionRequestHeader) ->
 HALF_FACTS = (
     PROPERTY_PRODUCER_GROUP.encode(), PROPERTY_REAL_TOPIC.encode(),
     PROPERTY_REAL_QUEUE_ID.encode(), PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET.encode(),
+    PROPERTY_HALF_BATCH.encode(),
 )  # fmt: skip
 COMMIT_DROPS = (
     PROPERTY_REAL_TOPIC.encode(), PROPERTY_REAL_QUEUE_ID.encode(),
     PROPERTY_TRANSACTION_PREPARED.encode(),
+)  # fmt: skip
+
+
+#: What a batch commit leaves out of the half's properties, which the store then
+#: appends to every message's own: also the marker and the transaction's own id.
+_BATCH_COMMIT_DROPS = (
+    PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_HALF_BATCH, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )  # fmt: skip
 
 

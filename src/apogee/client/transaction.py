@@ -1,11 +1,11 @@
 """Transactional producing, the building blocks: half sends, ending, answering checks.
 
 Owns: LocalTransactionState, ``send_half`` (a message marked as RocketMQ's
-TransactionMQProducer marks it), ``send_half_batch`` (many half messages in
-one request: an Apogee broker's extension), ``end_transaction`` (END_TRANSACTION built
-from the half's SendResult) and TransactionCheckHandler, which answers the
-broker's CHECK_TRANSACTION_STATE with the state a producer group's callback
-returns.
+TransactionMQProducer marks it), ``send_half_batch`` (many messages in one
+request and one transaction: an Apogee broker's extension),
+``end_transaction`` (END_TRANSACTION built from the half's SendResult) and
+TransactionCheckHandler, which answers the broker's CHECK_TRANSACTION_STATE
+with the state a producer group's callback returns.
 
 Rules (Java DefaultMQProducerImpl and ClientRemotingProcessor):
 * a half message has TRAN_MSG=true, PGROUP=<producer group>, no DELAY, and
@@ -28,16 +28,18 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
 
 from apogee.client.broker_api import BrokerApi, inflate
+from apogee.client.uniq_key import new_uniq_key
 from apogee.codes import RequestCode
 from apogee.errors import ProtocolError
 from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -104,18 +106,31 @@ async def send_half_batch(
     *,
     queue_id: int,
     producer_group: str,
+    properties: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
-) -> list[SendResult]:
-    """Send ``messages`` (one topic) in one request as half messages; one result each.
+) -> SendResult:
+    """Send ``messages`` (one topic) in one request as one transaction: one result.
 
-    An Apogee broker stores each as a half message of its own (committed,
-    rolled back and checked alone). RocketMQ's brokers refuse a batch with the
-    PREPARED flag: MESSAGE_ILLEGAL (a BrokerResponseError), and nothing is
-    stored; send the messages one by one with ``send_half`` then.
+    An Apogee broker stores them as one half message holding the whole batch:
+    ending it commits every message at once (consecutive offsets of the
+    queue) or rolls every one back, and a check asks about them once.
+    ``properties`` belong to the transaction: a check's message carries them
+    and the commit adds them to every message. The result's ``msg_id`` and
+    ``transaction_id`` are the transaction's own id.
+
+    RocketMQ's brokers refuse a batch with the PREPARED flag: MESSAGE_ILLEGAL
+    (a BrokerResponseError), and nothing is stored; send the messages one by
+    one with ``send_half`` then.
+
+    Raises:
+        ProtocolError: the broker answered with one id per message (it stored
+            each message as a half message of its own).
     """
-    props = properties_to_string(
-        {PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: producer_group}
-    )
+    tx_id = new_uniq_key(api.clock.now_ms())
+    props = dict(properties or {})
+    props[PROPERTY_TRANSACTION_PREPARED] = "true"
+    props[PROPERTY_PRODUCER_GROUP] = producer_group
+    props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = tx_id
     for msg in messages:  # the broker writes these for the whole batch
         msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         msg.properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
@@ -128,22 +143,13 @@ async def send_half_batch(
         producer_group=producer_group,
         timeout_s=timeout_s,
         sys_flag=TRANSACTION_PREPARED_TYPE,
-        properties=props,
+        properties=properties_to_string(props),
     )
-    offset_ids = result.offset_msg_id.split(",")
-    uniq_keys = result.msg_id.split(",")
-    if len(offset_ids) != len(messages) or len(uniq_keys) != len(messages):
+    if "," in result.offset_msg_id:
         raise ProtocolError(
-            f"a batch of {len(messages)} half messages was answered with "
-            f"{len(offset_ids)} message ids"
+            f"a batch of {len(messages)} half messages was answered with one id per message"
         )
-    first = result.queue_offset
-    return [
-        dataclasses.replace(
-            result, queue_offset=first + i, offset_msg_id=oid, msg_id=uniq, transaction_id=uniq
-        )
-        for i, (oid, uniq) in enumerate(zip(offset_ids, uniq_keys, strict=True))
-    ]
+    return dataclasses.replace(result, msg_id=tx_id, transaction_id=tx_id)
 
 
 def end_header(

@@ -26,7 +26,7 @@ import os
 import socket
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -82,6 +82,18 @@ class QueueRef:
 #: What ending a half message takes: broker address, topic, its queue offset in the
 #: half queue, its commit-log offset, its unique key and its transaction id.
 HalfRef = tuple[str, str, int, int, str, str]
+
+
+def _half_ref(q: QueueRef, result: SendResult) -> HalfRef:
+    _require_ok(result)
+    return (
+        q.addr,
+        q.topic,
+        result.queue_offset,
+        parse_offset_msg_id(result.offset_msg_id).offset,
+        result.msg_id,
+        result.transaction_id or result.msg_id,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,22 +355,31 @@ class Cluster:
         return result
 
     def send_halves(
-        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
+        self,
+        rows: Sequence[tuple[QueueRef, Message]],
+        group: str,
+        batch_size: int,
+        common: Mapping[str, str],
     ) -> Future[list[HalfRef]]:
-        """Start sending ``rows`` as half messages; refs in row order.
+        """Start sending ``rows`` as half messages; the refs to end them, in send order.
 
         The rows of one queue go out in batches of up to ``batch_size`` messages
-        (and 1 MiB), all batches at once, each message a half message of its own
-        on the broker. A broker that refuses a batch of half messages
-        (MESSAGE_ILLEGAL: RocketMQ's own) gets them one request per message,
-        from then on.
+        (and 1 MiB), all batches at once, each batch one transaction on the
+        broker (one ref), with ``common`` as its properties (the commit adds
+        them to every message). A broker that refuses a batch of half messages
+        (MESSAGE_ILLEGAL: RocketMQ's own) gets them one request and one
+        transaction per message, ``common`` set on each, from then on.
 
         This process then answers ``group``'s transaction checks (see ``answer_checks``).
         """
-        return self.submit(self._send_halves(rows, group, batch_size))
+        return self.submit(self._send_halves(rows, group, batch_size, common))
 
     async def _send_halves(
-        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
+        self,
+        rows: Sequence[tuple[QueueRef, Message]],
+        group: str,
+        batch_size: int,
+        common: Mapping[str, str],
     ) -> list[HalfRef]:
         for addr in sorted({q.addr for q, _ in rows} - self._heartbeat_addrs):
             self._heartbeat_addrs.add(addr)
@@ -369,46 +390,35 @@ class Cluster:
             for addr in sorted(self._heartbeat_addrs):
                 await self._heartbeat(addr)
         self._start_heartbeats()
-        refs: list[HalfRef | None] = [None] * len(rows)
-        batches: list[tuple[QueueRef, list[int]]] = []
-        open_batch: dict[QueueRef, tuple[list[int], int]] = {}
-        for i, (q, msg) in enumerate(rows):
-            at, size = open_batch.get(q) or ([], 0)
-            if at and (len(at) >= batch_size or size + len(msg.body) > _HALF_BATCH_BYTES):
-                batches.append((q, at))
-                at, size = [], 0
-            at.append(i)
-            open_batch[q] = (at, size + len(msg.body) + 200)  # properties: ~200 bytes
-        batches += [(q, at) for q, (at, _) in open_batch.items()]
+        batches: list[tuple[QueueRef, list[Message]]] = []
+        open_batch: dict[QueueRef, tuple[list[Message], int]] = {}
+        for q, msg in rows:
+            batch, size = open_batch.get(q) or ([], 0)
+            if batch and (len(batch) >= batch_size or size + len(msg.body) > _HALF_BATCH_BYTES):
+                batches.append((q, batch))
+                batch, size = [], 0
+            batch.append(msg)
+            open_batch[q] = (batch, size + len(msg.body) + 200)  # properties: ~200 bytes
+        batches += [(q, batch) for q, (batch, _) in open_batch.items()]
 
-        async def one(q: QueueRef, at: list[int]) -> None:
-            messages = [rows[i][1] for i in at]
-            if q.addr in self._single_halves:
-                results = await self._halves_one_by_one(q, messages, group)
-            else:
+        async def one(q: QueueRef, messages: list[Message]) -> list[HalfRef]:
+            if q.addr not in self._single_halves:
                 try:
-                    results = await send_half_batch(
+                    result = await send_half_batch(
                         self.broker_api, q.addr, q.broker_name, messages,
-                        queue_id=q.queue_id, producer_group=group,
+                        queue_id=q.queue_id, producer_group=group, properties=common,
                     )  # fmt: skip
+                    return [_half_ref(q, result)]
                 except BrokerResponseError as exc:
                     if exc.code != ResponseCode.MESSAGE_ILLEGAL:
                         raise
-                    results = await self._halves_one_by_one(q, messages, group)
-                    self._single_halves.add(q.addr)  # they went through: a broker without batches
-            for i, result in zip(at, results, strict=True):
-                _require_ok(result)
-                refs[i] = (
-                    q.addr,
-                    q.topic,
-                    result.queue_offset,
-                    parse_offset_msg_id(result.offset_msg_id).offset,
-                    result.msg_id,
-                    result.transaction_id or result.msg_id,
-                )
+                    self._single_halves.add(q.addr)  # a broker without batches of halves
+            for msg in messages:
+                msg.properties.update(common)
+            return [_half_ref(q, r) for r in await self._halves_one_by_one(q, messages, group)]
 
-        await self._gather(one(q, at) for q, at in batches)
-        return [r for r in refs if r is not None]
+        done = await self._gather(one(q, messages) for q, messages in batches)
+        return [ref for refs in done for ref in refs]
 
     async def _halves_one_by_one(
         self, q: QueueRef, messages: list[Message], group: str

@@ -237,15 +237,16 @@ def _send_halves(
     chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
 
+    common = {TXN_PROPERTY: tag}  # on every batch of halves, and so on every row
+
     def ship() -> None:
-        pending.append(cluster.send_halves(chunk, opts.producer_group, opts.batch_size))
+        pending.append(cluster.send_halves(chunk, opts.producer_group, opts.batch_size, common))
         while len(pending) > 2:  # one chunk on the wire while the next is built
             halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
 
     for batch in batches:
         for msg, shard in _rows(batch, opts):
             rows += 1
-            msg.properties[TXN_PROPERTY] = tag
             chunk.append((router.queue(msg.topic, shard), msg))
             if len(chunk) >= window:
                 ship()

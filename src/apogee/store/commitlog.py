@@ -483,7 +483,8 @@ class CommitLog:
         tfield = self._topic_field(batch.topic)
         if not tfield:
             return _illegal(f"topic must be 1..{MAX_TOPIC_LENGTH_V1} bytes")
-        if batch.sys_flag & TRANSACTION_TYPE_MASK:
+        if (batch.sys_flag & TRANSACTION_TYPE_MASK) in _NOT_INDEXED:
+            # committed batches (a batch half's commit) are taken; never halves or rollbacks
             return _illegal("a batch cannot carry transaction messages")
         delay = property_value(batch.properties, PROPERTY_DELAY_TIME_LEVEL) or "0"
         if delay.strip() not in ("", "0"):

@@ -36,11 +36,14 @@ from apogee.model.client import HeartbeatData, ProducerData
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     Message,
     MessageExt,
+    StoreMessage,
+    string_to_properties,
 )
-from apogee.model.message_codec import encode_batch, encode_record
+from apogee.model.message_codec import decode_batch, encode_batch, encode_record
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult
 from apogee.protocol.command import RemotingCommand
@@ -392,43 +395,71 @@ async def test_check_immunity_holds_the_first_check_back(tmp_path: Path) -> None
         assert msg.body == b"immune"
 
 
-async def test_a_batch_of_half_messages_is_one_transaction_per_message(tmp_path: Path) -> None:
+async def half_batch(p: Producer, broker: Broker, run: str, *bodies_: bytes) -> SendResult:
+    sent = [Message(TOPIC, b, properties={"TAGS": f"t{i}"}) for i, b in enumerate(bodies_)]
+    sent[0].properties["KEYS"] = "k0 k1"
+    return await send_half_batch(
+        p.api, broker.address, "broker-a", sent, queue_id=1, producer_group=GROUP,
+        properties={"RUN": run},
+    )  # fmt: skip
+
+
+async def test_a_batch_of_half_messages_is_one_transaction(tmp_path: Path) -> None:
     async with run_broker(tmp_path / "s", **FAST_CHECKS) as broker, producer() as p:
         p.answer_with(lambda msg: LocalTransactionState.COMMIT_MESSAGE)
         await p.join(broker)
-        sent = [Message(TOPIC, b, properties={"TAGS": "t"}) for b in (b"h0", b"h1", b"h2")]
-        h0, h1, h2 = await send_half_batch(
-            p.api, broker.address, "broker-a", sent, queue_id=1, producer_group=GROUP
-        )
+        committed = await half_batch(p, broker, "c", b"c0", b"c\x00\xff1", b"c2")
+        rolled_back = await half_batch(p, broker, "r", b"r0", b"r1")
+        checked = await half_batch(p, broker, "k", b"k0", b"k1")
 
-        assert [h.queue_offset for h in (h0, h1, h2)] == [0, 1, 2]  # in the half queue
+        # one half record per batch, holding the batch body and the transaction's properties
         halves = await read_all(p.api, broker, HALF, 0)
-        assert [(m.body, m.commit_log_offset) for m in halves] == [
-            (b"h0", parse_offset_msg_id(h0.offset_msg_id).offset),
-            (b"h1", parse_offset_msg_id(h1.offset_msg_id).offset),
-            (b"h2", parse_offset_msg_id(h2.offset_msg_id).offset),
-        ]
-        for m, h in zip(halves, (h0, h1, h2), strict=True):
-            assert m.properties["REAL_TOPIC"] == TOPIC and m.properties["REAL_QID"] == "1"
-            assert m.properties["PGROUP"] == GROUP and m.properties["TRAN_MSG"] == "true"
-            assert m.uniq_key == h.msg_id == h.transaction_id
-            assert m.sys_flag & TRANSACTION_TYPE_MASK == 0
+        assert [m.queue_offset for m in halves] == [0, 1, 2]
+        h = halves[0]
+        assert h.commit_log_offset == parse_offset_msg_id(committed.offset_msg_id).offset
+        assert [m.properties["APOGEE_HALF_BATCH"] for m in halves] == ["3", "2", "2"]
+        items = [(bytes(i.body), string_to_properties(i.properties)) for i in decode_batch(h.body)]
+        assert [(b, props["TAGS"]) for b, props in items] == [
+            (b"c0", "t0"), (b"c\x00\xff1", "t1"), (b"c2", "t2"),
+        ]  # fmt: skip
+        assert all(props["UNIQ_KEY"] for _, props in items)
+        assert h.properties["RUN"] == "c"
+        assert h.properties["REAL_TOPIC"] == TOPIC and h.properties["REAL_QID"] == "1"
+        assert h.properties["PGROUP"] == GROUP and h.properties["TRAN_MSG"] == "true"
+        assert h.uniq_key == committed.msg_id == committed.transaction_id
+        assert h.sys_flag & TRANSACTION_TYPE_MASK == 0
+        assert await read_all(p.api, broker) == []
 
-        # each is ended alone: h1 committed, h0 rolled back, h2 left to the broker's check
-        await p.end(broker, h1, LocalTransactionState.COMMIT_MESSAGE, oneway=False)
-        await p.end(broker, h0, LocalTransactionState.ROLLBACK_MESSAGE, oneway=False)
+        # ended as one: every message committed at once, or every one rolled back
+        await p.end(broker, committed, LocalTransactionState.COMMIT_MESSAGE, oneway=False)
+        await p.end(broker, rolled_back, LocalTransactionState.ROLLBACK_MESSAGE, oneway=False)
+        await p.end(broker, committed, LocalTransactionState.COMMIT_MESSAGE, oneway=False)
 
-        async def checked() -> list[MessageExt] | None:
+        async def all_in() -> list[MessageExt] | None:
             got = await read_all(p.api, broker)
-            return got if len(got) == 2 else None
+            return got if len(got) == 5 else None
 
-        delivered = await eventually(checked, timeout_s=10)
-        assert bodies(delivered) == [b"h1", b"h2"]
-        assert [m.uniq_key for m in delivered] == [h1.msg_id, h2.msg_id]
-        assert [m.body for m in p.asked] == [b"h2"]  # only the open one was asked about
-        assert all("TRAN_MSG" not in m.properties for m in delivered)
+        delivered = await eventually(all_in, timeout_s=10)
+        assert bodies(delivered) == [b"c0", b"c\x00\xff1", b"c2", b"k0", b"k1"]
+        assert [m.queue_offset for m in delivered] == [0, 1, 2, 3, 4]
+        # the third was left to the broker's check, which asked once about all of it
+        assert [m.properties["RUN"] for m in p.asked] == ["k"]
+        assert p.asked[0].uniq_key == checked.transaction_id
+        for m in delivered:
+            assert m.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE
+            assert m.properties["PGROUP"] == GROUP
+            for name in ("TRAN_MSG", "REAL_TOPIC", "REAL_QID", "APOGEE_HALF_BATCH"):
+                assert name not in m.properties
+        assert [(m.tags, m.properties["RUN"]) for m in delivered] == [
+            ("t0", "c"), ("t1", "c"), ("t2", "c"), ("t0", "k"), ("t1", "k"),
+        ]  # fmt: skip
+        assert delivered[0].properties["KEYS"] == "k0 k1"
+        # each message keeps its own id; none is the transaction's
+        ids = [m.uniq_key for m in delivered]
+        assert len(set(ids)) == 5
+        assert committed.transaction_id not in ids and checked.transaction_id not in ids
         await more_rounds(broker)
-        assert bodies(await settle(p.api, broker, b"m1")) == [b"h1", b"h2", b"m1"]
+        assert len(await settle(p.api, broker, b"m1")) == 6
 
 
 @pytest.mark.parametrize(
@@ -454,6 +485,22 @@ async def test_a_half_batch_whose_message_sets_a_broker_property_is_refused(
         assert await read_all(p.api, broker, HALF, 0) == []
 
 
+@pytest.mark.parametrize("sys_flag", [TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE])
+async def test_a_client_batch_of_committed_or_rolled_back_messages_is_refused(
+    tmp_path: Path, sys_flag: int
+) -> None:
+    # the store takes committed batches from a batch half's commit, never from a client
+    async with run_broker(tmp_path / "s") as broker, producer() as p:
+        with pytest.raises(BrokerResponseError) as refused:
+            await p.api.send_batch(
+                broker.address, "broker-a", [Message(TOPIC, b"x")], queue_id=1,
+                producer_group=GROUP, sys_flag=sys_flag,
+            )  # fmt: skip
+        assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+        assert "transaction" in str(refused.value)
+        assert bodies(await settle(p.api, broker, b"m1")) == [b"m1"]
+
+
 def raw_batch(items: list[tuple[bytes, str]]) -> bytes:
     """A batch body whose messages carry these property strings as they are."""
     out = b""
@@ -476,15 +523,15 @@ def raw_batch(items: list[tuple[bytes, str]]) -> bytes:
 async def test_a_commit_writes_the_record_of_the_decoded_half_message(
     tmp_path: Path, own: str
 ) -> None:
+    # Half records as another writer left them (a single send's half is always
+    # written canonical): put in the store, then found open by the next start.
+    tail = f"REAL_TOPIC\x01{TOPIC}\x02REAL_QID\x011\x02TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02"
+    props = own + ("" if own.endswith("\x02") else "\x02") + tail
+    async with run_broker(tmp_path / "s") as broker:
+        for body in (b"first", b"\0second"):
+            record = StoreMessage(HALF, 0, body, props, flag=5, born_host=("127.0.0.1", 1))
+            assert broker.store.put(record).status.is_stored
     async with run_broker(tmp_path / "s") as broker, producer() as p:
-        header = SendMessageRequestHeader(
-            producer_group=GROUP, topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
-            queue_id=1, sys_flag=TRANSACTION_PREPARED_TYPE, born_timestamp=0, flag=0,
-            properties=f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02", batch=True,
-        )  # fmt: skip
-        body = raw_batch([(b"first", own), (b"\0second", own)])
-        request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body)
-        assert (await p.client.invoke(broker.address, request)).code == ResponseCode.SUCCESS
         halves = await read_all(p.api, broker, HALF, 0)
         assert len(halves) == 2
 

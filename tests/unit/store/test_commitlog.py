@@ -10,6 +10,7 @@ from apogee._util.clock import FakeClock
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     BatchItem,
     StoreBatch,
     string_to_properties,
@@ -193,12 +194,33 @@ def test_batch_rules(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     item = BatchItem(0, b"x", "")
     tx = log.append_batch(StoreBatch("T", 0, [item], sys_flag=TRANSACTION_PREPARED_TYPE))
+    rollback = log.append_batch(StoreBatch("T", 0, [item], sys_flag=TRANSACTION_ROLLBACK_TYPE))
     delayed = log.append_batch(StoreBatch("T", 0, [item], properties="DELAY\x013\x02"))
     too_big = log.append_batch(StoreBatch("T", 0, [BatchItem(0, bytes(600), "")] * 2))
     empty = log.append_batch(StoreBatch("T", 0, []))
-    for r in (tx, delayed, too_big, empty):
+    for r in (tx, rollback, delayed, too_big, empty):
         assert r.status is PutStatus.MESSAGE_ILLEGAL
     assert log.max_offset == 0
+    log.close()
+
+
+def test_a_committed_batch_is_appended_and_counted(tmp_path: Path) -> None:
+    # a batch half's commit: one batch append of committed messages
+    log = open_log(tmp_path)
+    items = [BatchItem(0, b"a", ""), BatchItem(0, b"b", "")]
+    done = log.append_batch(StoreBatch("T", 0, items, sys_flag=TRANSACTION_COMMIT_TYPE))
+    assert done.status is PutStatus.PUT_OK
+    assert (done.queue_offset, done.msg_count) == (0, 2)
+    assert log.topic_queue_table[("T", 0)] == 2
+    records = []
+    for off in done.offsets:
+        view = log.read_record(off)
+        assert view is not None
+        records.append(decode_record(view))
+        view.release()
+    assert [(r.body, r.queue_offset, r.sys_flag) for r in records] == [
+        (b"a", 0, TRANSACTION_COMMIT_TYPE), (b"b", 1, TRANSACTION_COMMIT_TYPE),
+    ]  # fmt: skip
     log.close()
 
 

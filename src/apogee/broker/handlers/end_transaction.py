@@ -27,7 +27,9 @@ committed record copied from it with the new topic, queue and properties
 (``MessageStore.put_derived``), with no MessageExt or StoreMessage made for
 it. Anything else (a refusal to explain, NOT_TYPE, an odd header or record)
 takes the general way, which decodes everything and says what is wrong; the
-quick way decides to leave before it changes anything.
+quick way decides to leave before it changes anything. A batch half (one
+transaction for a whole batch, an Apogee extension) also takes the general
+way: its commit is one batch append of all its messages.
 """
 
 from __future__ import annotations
@@ -41,15 +43,18 @@ from apogee._util.clock import Clock
 from apogee.broker.transaction import (
     COMMIT_DROPS,
     HALF_FACTS,
+    committed_batch,
     committed_message,
     destination,
     end_problem,
+    is_batch_half,
     lineage,
     lineage_of,
     op_record,
 )
 from apogee.broker.transaction_book import TransactionBook
 from apogee.codes import ResponseCode
+from apogee.errors import ProtocolError
 from apogee.model.kernels import record_facts
 from apogee.model.message import (
     TRANSACTION_COMMIT_TYPE,
@@ -144,9 +149,10 @@ class EndTransactionHandler:
             if facts is None:
                 return _Way.GENERAL
             topic, half_queue, half_offset, at, values, kept = facts
-            half_group, real_topic, real_queue, lineage_text = values
+            half_group, real_topic, real_queue, lineage_text, batch_count = values
             if (
-                at != offset
+                batch_count is not None  # a batch half: committed as a batch, there
+                or at != offset
                 or half_offset != queue_offset
                 or topic != TRANS_HALF_TOPIC
                 or half_group != group
@@ -210,7 +216,16 @@ class EndTransactionHandler:
     def _commit(self, request: RemotingCommand, half: MessageExt) -> RemotingCommand | None:
         target = destination(half)
         assert target is not None  # end_problem checked it
-        result = self._store.put(committed_message(half, *target))
+        if is_batch_half(half):
+            try:
+                batch = committed_batch(half, *target)
+            except ProtocolError as exc:  # checked when it was sent: a damaged record
+                return request.make_response(
+                    ResponseCode.SYSTEM_ERROR, f"the half message's batch body is unreadable: {exc}"
+                )
+            result = self._store.put_batch(batch)
+        else:
+            result = self._store.put(committed_message(half, *target))
         if not result.status.is_stored:
             return _refusal(request, result)
         self._on_stored()

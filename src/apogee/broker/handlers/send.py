@@ -48,7 +48,7 @@ from apogee.broker.topics import TopicConfigManager
 from apogee.broker.traffic import DELAY, FIFO, NORMAL, TRANSACTION, Traffic
 from apogee.broker.transaction import (
     TRAN_MARKER,
-    half_batch,
+    batch_half,
     half_batch_problem,
     half_message,
     is_half_message,
@@ -61,7 +61,9 @@ from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
+    BatchItem,
     HostPort,
     StoreBatch,
     StoreMessage,
@@ -228,6 +230,7 @@ class SendHandler:
             if header.batch and transaction_type(header.sys_flag) == TRANSACTION_PREPARED_TYPE:
                 result = self._put_half_batch(ctx, request, header, queue_id)
                 kind = TRANSACTION
+                tx_id = property_value(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             elif header.batch:
                 result = self._put_batch(ctx, request, header, queue_id)
             elif TRAN_MARKER in props and is_half_message(props):
@@ -400,6 +403,11 @@ class SendHandler:
             raise _RefusedError(
                 ResponseCode.MESSAGE_ILLEGAL, "batch sends to retry topics are refused"
             )
+        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE:
+            # the store takes committed batches (a batch half's commit), never from a client
+            raise _RefusedError(
+                ResponseCode.MESSAGE_ILLEGAL, "a batch cannot carry transaction messages"
+            )
         return self._store.put_batch(self._batch(ctx, request, header, queue_id))
 
     def _batch(
@@ -409,6 +417,17 @@ class SendHandler:
         header: SendMessageRequestHeader,
         queue_id: int,
     ) -> StoreBatch:
+        _, sys_flag, items = self._batch_body(request, header)
+        return StoreBatch(
+            header.topic, queue_id, items, self._properties(header), sys_flag,
+            header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.reconsume_times or 0,
+        )  # fmt: skip
+
+    def _batch_body(
+        self, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[bytes | memoryview, int, list[BatchItem]]:
+        """A batch send's body (inflated), its sysFlag without COMPRESSED, its messages."""
         body: bytes | memoryview = request.body_bytes()
         sys_flag = header.sys_flag
         try:
@@ -419,11 +438,9 @@ class SendHandler:
             items = decode_batch(body)
         except (InflateError, ProtocolError) as exc:
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        return StoreBatch(
-            header.topic, queue_id, items, self._properties(header), sys_flag,
-            header.born_timestamp, self._born_host(ctx), self._store_host,
-            header.reconsume_times or 0,
-        )  # fmt: skip
+        if not items:
+            raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+        return body, sys_flag, items
 
     def _put_half_batch(
         self,
@@ -432,8 +449,9 @@ class SendHandler:
         header: SendMessageRequestHeader,
         queue_id: int,
     ) -> PutResult:
-        """A batch of half messages (an Apogee extension): one half record, and one
-        lineage in the book, per message; the answer is a batch send's."""
+        """A batch of half messages (an Apogee extension): one transaction, stored as
+        one half record holding the batch (``apogee.broker.transaction``); the answer
+        is a single send's."""
         if self._settings.reject_transaction_message:
             raise _RefusedError(
                 ResponseCode.NO_PERMISSION,
@@ -441,14 +459,18 @@ class SendHandler:
             )
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, "half messages to a retry topic")
-        batch = self._batch(ctx, request, header, queue_id)
-        problem = half_batch_problem(batch.items)
+        body, sys_flag, items = self._batch_body(request, header)
+        problem = half_batch_problem(items)
         if problem is not None:
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, problem)
-        result = self._store.put_batch(half_batch(batch, header.producer_group))
+        real = StoreMessage(
+            header.topic, queue_id, body, self._properties(header), header.flag, sys_flag,
+            header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.reconsume_times or 0,
+        )  # fmt: skip
+        result = self._store.put(batch_half(real, len(items), header.producer_group))
         if result.status.is_stored:
-            for offset in range(result.queue_offset, result.queue_offset + result.msg_count):
-                self._transactions.opened(offset)
+            self._transactions.opened(result.queue_offset)
         return result
 
     # -- answering ---------------------------------------------------------------
