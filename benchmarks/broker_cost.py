@@ -12,7 +12,8 @@ of the shared cores as it can. Workloads, 1 KiB bodies, 4 queues:
 
 The figure is the broker process's user + system CPU (``/proc/<pid>/stat``)
 around the workload, divided by requests or messages. ``--py-spy FILE`` and
-``--strace FILE`` attach to the broker for the timed part of the first round.
+``--strace FILE`` attach to the broker for the timed part of the first round;
+``--threads`` splits each round's CPU by thread (the main thread runs the loop).
 
     .venv/bin/python benchmarks/broker_cost.py --workloads sync batched --rounds 3
     .venv/bin/python benchmarks/broker_cost.py --broker-python ../old/.venv/bin/python
@@ -60,6 +61,19 @@ def proc_cpu_s(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of each of ``pid``'s threads; the main thread is "main"."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            name, _, rest = task.joinpath("stat").read_text().partition(" (")[2].rpartition(")")
+            fields = rest.split()
+            key = "main" if task.name == str(pid) else f"{name}/{task.name}"
+            out[key] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def sync_frames(count: int, first_opaque: int) -> list[bytes]:
@@ -219,15 +233,22 @@ def measure(pid: int, port: int, workload: str, args: argparse.Namespace, opaque
             frames = make(n, opaque)
             opaque += n
             with attached(tool if r == 0 else None, out, pid):
+                threads0 = thread_cpu_s(pid)
                 cpu0, t0 = proc_cpu_s(pid), time.perf_counter()
                 drive(sock, frames)
                 cpu1, t1 = proc_cpu_s(pid), time.perf_counter()
+                threads1 = thread_cpu_s(pid)
             user = (cpu1[0] - cpu0[0]) / (n * per) * 1e6
             system = (cpu1[1] - cpu0[1]) / (n * per) * 1e6
             figures.append(user + system)
             print(f"{workload:8s} round {r}: {user + system:6.2f} µs broker CPU per "
                   f"{'request' if per == 1 else 'message'} (user {user:.2f}, system "
                   f"{system:.2f}), {n * per / (t1 - t0):9,.0f} msgs/s", flush=True)  # fmt: skip
+            if args.threads:
+                scale = 1e6 / (n * per)
+                spent = {k: (v - threads0.get(k, 0.0)) * scale for k, v in threads1.items()}
+                ranked = sorted(spent.items(), key=lambda kv: -kv[1])
+                print("    by thread: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked if v))
     print(f"{workload:8s} median {statistics.median(figures):6.2f} (range {min(figures):.2f}"
           f"-{max(figures):.2f})  load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     return opaque
@@ -243,6 +264,7 @@ def main() -> None:
     parser.add_argument("--py-spy", help="record the first round's broker into this file")
     parser.add_argument("--strace", help="strace -c the first round's broker into this file")
     parser.add_argument("--perf", help="perf record -g the first round's broker into this file")
+    parser.add_argument("--threads", action="store_true", help="split the CPU by thread")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="broker_cost") as tmp,
