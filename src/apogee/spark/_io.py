@@ -47,7 +47,7 @@ from apogee.model.client import (
     HeartbeatData,
     ProducerData,
 )
-from apogee.model.message import Message, MessageExt
+from apogee.model.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
 from apogee.model.message_codec import store_timestamp_at
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult, SendStatus
@@ -64,7 +64,7 @@ T = TypeVar("T")
 
 #: Consumer group named in pulls; the source never commits through a pull.
 READER_GROUP = "APOGEE_SPARK_READER"
-_HALF_BATCH_BYTES = 1 << 20  # a batch of half messages stays far below the 4 MiB limit
+_BATCH_BYTES = 1 << 20  # a batch send stays far below the 4 MiB message limit
 _END_WINDOW = 2048  # END_TRANSACTIONs written before a barrier confirms them
 _HEARTBEAT_S = 20.0  # under the broker's 120 s channel expiry, as the Java client's 30 s is
 
@@ -82,6 +82,30 @@ class QueueRef:
 #: What ending a half message takes: broker address, topic, its queue offset in the
 #: half queue, its commit-log offset, its unique key and its transaction id.
 HalfRef = tuple[str, str, int, int, str, str]
+
+
+def per_queue(
+    rows: Sequence[tuple[QueueRef, Message]], batch_size: int
+) -> list[tuple[QueueRef, list[Message]]]:
+    """``rows`` as batch sends: per queue, in order, up to ``batch_size`` messages and
+    about 1 MiB each. A message with a delay level is a send of its own (a batch
+    cannot carry one)."""
+    batches: list[tuple[QueueRef, list[Message]]] = []
+    open_batch: dict[QueueRef, tuple[list[Message], int]] = {}
+    for q, msg in rows:
+        batch, size = open_batch.get(q) or ([], 0)
+        alone = PROPERTY_DELAY_TIME_LEVEL in msg.properties
+        if batch and (alone or len(batch) >= batch_size or size + len(msg.body) > _BATCH_BYTES):
+            batches.append((q, batch))
+            batch, size = [], 0
+        if alone:
+            batches.append((q, [msg]))
+            open_batch.pop(q, None)
+            continue
+        batch.append(msg)
+        open_batch[q] = (batch, size + len(msg.body) + 200)  # properties: ~200 bytes
+    batches += [(q, batch) for q, (batch, _) in open_batch.items()]
+    return batches
 
 
 def _half_ref(q: QueueRef, result: SendResult) -> HalfRef:
@@ -341,6 +365,24 @@ class Cluster:
         """Start one batch send to queue ``q`` (an answer other than SEND_OK fails it)."""
         return self.submit(self._send_batch(q, messages, group))
 
+    def send_rows(
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
+    ) -> Future[int]:
+        """Start sending ``rows``: per queue in batches (``per_queue``), all at once.
+
+        The future's result is the number of rows, once every send was answered
+        SEND_OK; any other answer fails it.
+        """
+        return self.submit(self._send_rows(rows, group, batch_size))
+
+    async def _send_rows(
+        self, rows: Sequence[tuple[QueueRef, Message]], group: str, batch_size: int
+    ) -> int:
+        await self._gather(
+            self._send_batch(q, msgs, group) for q, msgs in per_queue(rows, batch_size)
+        )
+        return len(rows)
+
     async def _send_batch(self, q: QueueRef, messages: list[Message], group: str) -> SendResult:
         api = self.broker_api
         if len(messages) == 1:
@@ -390,16 +432,7 @@ class Cluster:
             for addr in sorted(self._heartbeat_addrs):
                 await self._heartbeat(addr)
         self._start_heartbeats()
-        batches: list[tuple[QueueRef, list[Message]]] = []
-        open_batch: dict[QueueRef, tuple[list[Message], int]] = {}
-        for q, msg in rows:
-            batch, size = open_batch.get(q) or ([], 0)
-            if batch and (len(batch) >= batch_size or size + len(msg.body) > _HALF_BATCH_BYTES):
-                batches.append((q, batch))
-                batch, size = [], 0
-            batch.append(msg)
-            open_batch[q] = (batch, size + len(msg.body) + 200)  # properties: ~200 bytes
-        batches += [(q, batch) for q, (batch, _) in open_batch.items()]
+        batches = per_queue(rows, batch_size)
 
         async def one(q: QueueRef, messages: list[Message]) -> list[HalfRef]:
             if q.addr not in self._single_halves:

@@ -5,13 +5,15 @@ queue choice (``shardingKey``: one key, one queue, as RocketMQ's
 SelectMessageQueueByHash picks it; otherwise round robin), ``BatchWriter``
 and ``StreamWriter`` (Arrow writers: executors get record batches).
 
-At-least-once: a task sends its rows in batch sends per queue, a bounded
-number in flight, and returns only when every send was answered SEND_OK; a
+Both modes hand rows to the client's loop thread in chunks, one chunk on the
+wire while the next is built; a chunk goes out in batch sends per queue.
+
+At-least-once: a task returns only when every send was answered SEND_OK; a
 failed send fails the task and Spark runs it again.
 
-Exactly-once (``exactlyOnce=true``): each row goes out as a transactional
-half message (in batches per queue, see ``Cluster.send_halves``), invisible
-to consumers, tagged ``<sink id>/<batch id>/<token>`` (sink id: the
+Exactly-once (``exactlyOnce=true``): each batch goes out as one transaction
+of half messages (see ``Cluster.send_halves``), invisible to consumers,
+tagged ``<sink id>/<batch id>/<token>`` (sink id: the
 streaming query's id, which survives restarts; token: one per task
 attempt). The task returns the half messages it sent; the driver's
 ``commit`` writes the batch's ledger entry (``apogee.spark.ledger``) and
@@ -26,11 +28,11 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -75,7 +77,6 @@ _COLUMNS: dict[str, tuple[type[DataType], ...]] = {
     "delayLevel": (IntegerType, LongType, ShortType),
     "shardingKey": _STRING,
 }
-_BATCH_BYTES = 1 << 20  # one batch send stays far below the 4 MiB message limit
 _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"
 #: Test seam: "<point>:<batch id>:<file>" makes the driver's commit touch <file> and
@@ -84,6 +85,7 @@ _BATCH_ID = "streaming.sql.batchId"
 #: committer's client (its connections to the brokers) right after the ledger
 #: entry, so the commit fails past its commit point and Spark calls abort.
 PAUSE_ENV = "APOGEE_SPARK_PAUSE_AT"
+T = TypeVar("T")
 
 
 def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -190,59 +192,29 @@ def _partition_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def _send_at_least_once(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> SinkCommit:
+def _in_chunks(
+    batches: Iterator[pa.RecordBatch],
+    opts: SinkOptions,
+    start: Callable[[list[tuple[QueueRef, Message]]], Future[T]],
+) -> tuple[int, list[T]]:
+    """Hand the rows to the client's loop thread ``start(chunk)`` at a time; the row
+    count and the chunks' results, in order.
+
+    A chunk is eight times ``maxInFlight`` rows, or what a record batch had left;
+    one chunk is on the wire while the next is built.
+    """
     cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
     router = _Router(cluster, _partition_id())
-    buffers: dict[QueueRef, list[Message]] = {}
-    sizes: dict[QueueRef, int] = {}
-    inflight: deque[Future[Any]] = deque()
-    rows = 0
-
-    def ship(q: QueueRef, msgs: list[Message]) -> None:
-        inflight.append(cluster.send_batch(q, msgs, opts.producer_group))
-        while len(inflight) > opts.max_in_flight:
-            inflight.popleft().result(opts.send_timeout_s * 2)
-
-    for batch in batches:
-        for msg, shard in _rows(batch, opts):
-            rows += 1
-            q = router.queue(msg.topic, shard)
-            if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
-                ship(q, [msg])  # a batch send cannot carry a delay level
-                continue
-            buf = buffers.setdefault(q, [])
-            buf.append(msg)
-            sizes[q] = sizes.get(q, 0) + len(msg.body) + 64
-            if len(buf) >= opts.batch_size or sizes[q] >= _BATCH_BYTES:
-                ship(q, buffers.pop(q))
-                sizes.pop(q)
-    for q, buf in list(buffers.items()):
-        ship(q, buf)
-    while inflight:
-        inflight.popleft().result(opts.send_timeout_s * 2)
-    return SinkCommit(rows)
-
-
-def _send_halves(
-    batches: Iterator[pa.RecordBatch], opts: SinkOptions, sink_id: str, batch_id: int
-) -> SinkCommit:
-    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
-    cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
-    router = _Router(cluster, _partition_id())
-    token = uuid.uuid4().hex
-    tag = TxnTag(sink_id, batch_id, token).text()
-    window = max(opts.max_in_flight, 1) * 8  # rows per chunk handed to the loop thread
-    pending: deque[Future[list[HalfRef]]] = deque()
-    halves: list[HalfRef] = []
+    window = max(opts.max_in_flight, 1) * 8
+    pending: deque[Future[T]] = deque()
+    results: list[T] = []
     chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
 
-    common = {TXN_PROPERTY: tag}  # on every batch of halves, and so on every row
-
     def ship() -> None:
-        pending.append(cluster.send_halves(chunk, opts.producer_group, opts.batch_size, common))
-        while len(pending) > 2:  # one chunk on the wire while the next is built
-            halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
+        pending.append(start(chunk))
+        while len(pending) > 2:
+            results.append(pending.popleft().result(opts.send_timeout_s * 4))
 
     for batch in batches:
         for msg, shard in _rows(batch, opts):
@@ -255,8 +227,31 @@ def _send_halves(
             ship()
             chunk = []
     while pending:
-        halves.extend(pending.popleft().result(opts.send_timeout_s * 4))
-    return SinkCommit(rows, sink_id, batch_id, token, halves)
+        results.append(pending.popleft().result(opts.send_timeout_s * 4))
+    return rows, results
+
+
+def _send_at_least_once(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> SinkCommit:
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    rows, _ = _in_chunks(
+        batches, opts, lambda chunk: cluster.send_rows(chunk, opts.producer_group, opts.batch_size)
+    )
+    return SinkCommit(rows)
+
+
+def _send_halves(
+    batches: Iterator[pa.RecordBatch], opts: SinkOptions, sink_id: str, batch_id: int
+) -> SinkCommit:
+    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
+    token = uuid.uuid4().hex
+    common = {TXN_PROPERTY: TxnTag(sink_id, batch_id, token).text()}  # every row's, once committed
+    rows, sent = _in_chunks(
+        batches,
+        opts,
+        lambda chunk: cluster.send_halves(chunk, opts.producer_group, opts.batch_size, common),
+    )
+    return SinkCommit(rows, sink_id, batch_id, token, [h for halves in sent for h in halves])
 
 
 def _commit_halves(
