@@ -397,25 +397,14 @@ class Producer:
             raise ClientClosedError(f"producer {self.group} is not started (or closed)")
         ext = template.copy()
         # Only what differs from the template is set: "f" and "h" are "0" there.
-        sys_flag = 0
-        threshold = cfg.compress_threshold
-        if threshold is not None and len(body) >= threshold:
-            packed = compress_body(body, threshold, cfg.compress_level)
-            if packed is not None:
-                body = packed
-                sys_flag = COMPRESSED_SYS_FLAG
         props = msg.properties
-        if not props:
-            # The common message: no property but the id it gets here, so the
-            # property string is that one pair.
-            uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
+        plain = not props
+        body, sys_flag, uniq = self._body_and_id(msg, body)
+        if plain:
+            # The common message: no property but the id it got, so the property
+            # string is that one pair.
             ext["i"] = f"{_UNIQ}\x01{uniq}\x02"
         else:
-            uniq = props.get(_UNIQ) or ""
-            if not uniq:
-                uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
-            if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-                sys_flag |= TRANSACTION_PREPARED_TYPE
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 props = dict(props)
                 reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
@@ -457,27 +446,37 @@ class Producer:
             return None
         if self._routes is None:
             raise ClientClosedError(f"producer {self.group} is not started (or closed)")
-        sys_flag = 0
         props = msg.properties
-        if not props and not msg.flag:
+        plain = not props and not msg.flag
+        if props and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None  # its reconsume counts go into header fields of their own
+        body, sys_flag, uniq = self._body_and_id(msg, body)
+        rest = (
+            pieces.rest_plain(uniq) if plain else pieces.rest(msg.flag, properties_to_string(props))
+        )
+        return pieces, pieces.mid(sys_flag), rest, body, uniq
+
+    def _body_and_id(self, msg: Message, body: bytes) -> tuple[bytes, int, str]:
+        """What both preparations do to a checked message: the body to send (compressed
+        above the threshold), its sysFlag, and its UNIQ_KEY (set here when it has none;
+        a retry keeps it)."""
+        props = msg.properties
+        sys_flag = 0
+        if not props:  # the common message: nothing to look up
             uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
-            rest = pieces.rest_plain(uniq)
         else:
-            if props and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                return None  # its reconsume counts go into header fields of their own
             uniq = props.get(_UNIQ) or ""
             if not uniq:
                 uniq = props[_UNIQ] = new_uniq_key(_time_ns() // 1_000_000)
             if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
                 sys_flag = TRANSACTION_PREPARED_TYPE
-            rest = pieces.rest(msg.flag, properties_to_string(props))
-        threshold = cfg.compress_threshold
-        if threshold is not None and size >= threshold:
-            packed = compress_body(body, threshold, cfg.compress_level)
+        threshold = self.config.compress_threshold
+        if threshold is not None and len(body) >= threshold:
+            packed = compress_body(body, threshold, self.config.compress_level)
             if packed is not None:
                 body = packed
                 sys_flag |= COMPRESSED_SYS_FLAG
-        return pieces, pieces.mid(sys_flag), rest, body, uniq
+        return body, sys_flag, uniq
 
     async def _target(
         self,
