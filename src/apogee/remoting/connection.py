@@ -391,13 +391,17 @@ class Connection(asyncio.Protocol):
         return self._closed.done() or self._transport is None or self._transport.is_closing()
 
     def _write(self, cmd: RemotingCommand) -> None:
+        self._write_frame(encode(cmd))
+
+    def _write_frame(self, buffers: list[Buffer]) -> None:
+        """Write one encoded frame, or gather it while writes are held."""
         transport = self._transport
         if transport is None or transport.is_closing():
             raise RemotingClosedError(f"connection with {self.peer} is closed")
         if self._batch is not None:
-            self._batch += encode(cmd)
+            self._batch += buffers
         else:
-            transport.writelines(encode(cmd))
+            transport.writelines(buffers)
             if self._write_paused and self._max_write is not None:
                 self._check_write_buffer(transport)
         self._last_activity = self._loop.time()
@@ -457,13 +461,27 @@ class Connection(asyncio.Protocol):
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         if self._sign is not None:
             self._sign(request)
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        return self._expect(fut, opaque, request.code, timeout_s, encode(request), raw=False)
+
+    def _expect(
+        self,
+        fut: asyncio.Future[_T],
+        opaque: int,
+        code: int,
+        timeout_s: float,
+        frame: list[Buffer],
+        *,
+        raw: bool,
+    ) -> asyncio.Future[_T]:
+        """Enter ``fut`` as the answer to ``opaque``, write the request's ``frame``;
+        what ``request`` returns (see there). ``raw``: the answer may be a ``SendAnswer``."""
         loop = self._loop
-        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         deadline = loop.time() + timeout_s
         pending = self._pending
-        pending[opaque] = (fut, deadline, request.code, timeout_s, False)
+        pending[opaque] = (fut, deadline, code, timeout_s, raw)
         try:
-            self._write(request)
+            self._write_frame(frame)
         except BaseException:
             del pending[opaque]
             raise
@@ -499,34 +517,10 @@ class Connection(asyncio.Protocol):
         h = len(header)
         b = len(body)
         # serialize type JSON (0) in the top byte of the second word
-        frame = _pack_prefix(4 + h + b, h) + header
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            raise RemotingClosedError(f"connection with {self.peer} is closed")
-        loop = self._loop
-        fut: asyncio.Future[RemotingCommand | SendAnswer] = loop.create_future()
-        now = loop.time()
-        deadline = now + timeout_s
-        pending = self._pending
-        pending[opaque] = (fut, deadline, code, timeout_s, True)
-        # what _write does, the frame already encoded
-        buffers: list[Buffer] = [frame, body] if b else [frame]
-        try:
-            if self._batch is not None:
-                self._batch += buffers
-            else:
-                transport.writelines(buffers)
-                if self._write_paused and self._max_write is not None:
-                    self._check_write_buffer(transport)
-        except BaseException:
-            del pending[opaque]
-            raise
-        self._last_activity = now
-        if deadline < self._timer_at:
-            self._arm(deadline)
-        if self._write_paused:
-            return loop.create_task(self._after_drain(fut))
-        return fut
+        prefix = _pack_prefix(4 + h + b, h) + header
+        fut: asyncio.Future[RemotingCommand | SendAnswer] = self._loop.create_future()
+        frame: list[Buffer] = [prefix, body] if b else [prefix]
+        return self._expect(fut, opaque, code, timeout_s, frame, raw=True)
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
