@@ -12,6 +12,7 @@ from apogee.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     BatchItem,
+    MessageExt,
     StoreBatch,
     string_to_properties,
 )
@@ -147,6 +148,17 @@ def test_oversized_properties_are_refused_with_large_files(tmp_path: Path) -> No
     log.close()
 
 
+def read_all(log: CommitLog, offsets: list[int]) -> list[MessageExt]:
+    """The records at ``offsets``, decoded."""
+    out = []
+    for off in offsets:
+        view = log.read_record(off)
+        assert view is not None
+        out.append(decode_record(view))
+        view.release()
+    return out
+
+
 def test_batch_gets_consecutive_offsets_and_merged_properties(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append(message(queue_id=3))
@@ -164,12 +176,7 @@ def test_batch_gets_consecutive_offsets_and_merged_properties(tmp_path: Path) ->
     assert result.msg_id.split(",") == [
         create_offset_msg_id(pack_host(("10.0.0.1", 10911)), off) for off in result.offsets
     ]
-    msgs = []
-    for off in result.offsets:
-        view = log.read_record(off)
-        assert view is not None
-        msgs.append(decode_record(view))
-        view.release()
+    msgs = read_all(log, result.offsets)
     assert [m.queue_offset for m in msgs] == [1, 2]
     assert [m.flag for m in msgs] == [0, 5]
     assert msgs[0].properties == {"TAGS": "a", "CLUSTER": "c1"}
@@ -212,12 +219,7 @@ def test_a_committed_batch_is_appended_and_counted(tmp_path: Path) -> None:
     assert done.status is PutStatus.PUT_OK
     assert (done.queue_offset, done.msg_count) == (0, 2)
     assert log.topic_queue_table[("T", 0)] == 2
-    records = []
-    for off in done.offsets:
-        view = log.read_record(off)
-        assert view is not None
-        records.append(decode_record(view))
-        view.release()
+    records = read_all(log, done.offsets)
     assert [(r.body, r.queue_offset, r.sys_flag) for r in records] == [
         (b"a", 0, TRANSACTION_COMMIT_TYPE), (b"b", 1, TRANSACTION_COMMIT_TYPE),
     ]  # fmt: skip
