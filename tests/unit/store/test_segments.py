@@ -83,6 +83,35 @@ def test_roll_and_locate(tmp_path: Path) -> None:
     q.close()
 
 
+def vm_flags(path: Path) -> list[str]:
+    """The VmFlags of this process's mapping of ``path`` (Linux /proc/self/smaps)."""
+    found, flags = False, []
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:  # a mapping's first line
+            found = line.endswith(str(path))
+        elif found and line.startswith("VmFlags:"):
+            flags = line.split()[1:]
+    return flags
+
+
+def test_a_new_segment_reads_no_ahead_until_it_is_full(tmp_path: Path) -> None:
+    # "rr": the kernel's random-read hint; without it the first fault on a new,
+    # unwritten file zero-fills read_ahead_kb of page cache around it
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, SIZE + 10)
+    first, second = q.segments
+    assert "rr" in vm_flags(second.path)
+    assert "rr" not in vm_flags(first.path)  # full: read back as old data, with readahead
+    assert "wr" in vm_flags(first.path)
+    q.close()
+    reopened = SegmentQueue(tmp_path, SIZE)
+    reopened.load()
+    flags = [vm_flags(s.path) for s in reopened.segments]
+    assert len(flags) == 2 and all(flags)  # both mapped again
+    assert all("rr" not in f for f in flags)  # existing data: read with readahead
+    reopened.close()
+
+
 def test_first_segment_can_start_mid_way(tmp_path: Path) -> None:
     q = SegmentQueue(tmp_path, SIZE)
     seg = q.last_segment(start_if_empty=5 * SIZE + 100)
