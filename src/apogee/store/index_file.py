@@ -101,12 +101,18 @@ def _map(path: Path, size: int) -> tuple[int, mmap.mmap]:
     its blocks are allocated before it is mapped (see ``segment.reserve``:
     a write to a sparse page on a full disk is a SIGBUS). An existing file
     with holes (made sparse elsewhere) is filled in the same way.
+
+    Slots are found by hash and entries by chain: no fault reads around it
+    (each would zero-fill or read read_ahead_kb, 8 MiB on a virtio disk, on
+    the event loop: 20 to 30 ms per fault measured on a new file).
     """
     fd = os.open(path, os.O_RDWR)
     try:
         if os.fstat(fd).st_size != size or has_holes(fd, size):
             reserve(fd, size, path)
-        return fd, mmap.mmap(fd, 0)
+        mm = mmap.mmap(fd, 0)
+        mm.madvise(mmap.MADV_RANDOM)
+        return fd, mm
     except BaseException:
         os.close(fd)
         raise
