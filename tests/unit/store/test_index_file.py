@@ -15,6 +15,7 @@ import pytest
 from apogee.errors import StoreCorruptionError
 from apogee.model.javahash import java_string_hash
 from apogee.store.index_file import IndexFile, file_size, index_key_hash
+from tests.harness.smaps import vm_flags
 
 SLOTS = 100
 ENTRIES = 400
@@ -95,6 +96,16 @@ def test_header_after_n_puts_follows_the_layout(tmp_path: Path) -> None:
     assert _entry(path, SLOTS, 0) == (0, 0, 0, 0)  # never used
     assert _slot(path, SLOTS, "k1") == 3
     assert _slot(path, SLOTS, "k3") == 4
+
+
+def test_no_fault_reads_around_the_index(tmp_path: Path) -> None:
+    # slots are found by hash: a read-around would fill read_ahead_kb per new slot page
+    path = tmp_path / "idx"
+    with _create(path):
+        assert "rr" in vm_flags(path)
+    assert vm_flags(path) == []  # closed: unmapped
+    with IndexFile.open(path, hash_slot_num=SLOTS, index_num=ENTRIES):
+        assert "rr" in vm_flags(path)
 
 
 def test_fresh_file_header_starts_with_index_count_one(tmp_path: Path) -> None:

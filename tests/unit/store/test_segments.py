@@ -8,6 +8,7 @@ import pytest
 from apogee.errors import StoreCorruptionError
 from apogee.store.segment import Segment, parse_segment_name, segment_name, written_extents
 from apogee.store.segment_queue import SegmentQueue
+from tests.harness.smaps import vm_flags
 
 SIZE = 1024
 
@@ -83,20 +84,9 @@ def test_roll_and_locate(tmp_path: Path) -> None:
     q.close()
 
 
-def vm_flags(path: Path) -> list[str]:
-    """The VmFlags of this process's mapping of ``path`` (Linux /proc/self/smaps)."""
-    found, flags = False, []
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:  # a mapping's first line
-            found = line.endswith(str(path))
-        elif found and line.startswith("VmFlags:"):
-            flags = line.split()[1:]
-    return flags
-
-
 def test_a_new_segment_reads_no_ahead_until_it_is_full(tmp_path: Path) -> None:
-    # "rr": the kernel's random-read hint; without it the first fault on a new,
-    # unwritten file zero-fills read_ahead_kb of page cache around it
+    # without the random-read hint, the first fault on a new, unwritten file
+    # zero-fills read_ahead_kb of page cache around it
     q = SegmentQueue(tmp_path, SIZE)
     fill(q, SIZE + 10)
     first, second = q.segments
