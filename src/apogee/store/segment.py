@@ -301,35 +301,40 @@ class Segment:
                 self._idle.notify_all()
 
     def prefault(self, end: int) -> bool:
-        """Map pages up to ``end`` writable now, in one system call.
+        """Map pages up to ``end`` writable now, a system call per 1 MiB.
 
         A page fault taken by the writer costs microseconds (much more inside
         a VM); populating a range in the kernel costs a fraction of that per
         page. Returns False when the kernel cannot (then callers stop asking).
         The pages become dirty zeros, so a flush may write them once early.
+
+        A populate holds the process's mapping lock for reading, and every
+        mmap, munmap or madvise of another thread (the event loop making a
+        consume queue) waits for it: 32 MiB in one call kept them waiting up
+        to 10 ms; a chunk lets them in after about a millisecond.
         """
         end = min(self.size, end)
-        begin = self.prefaulted
-        if end <= begin or not _POPULATE["ok"]:
-            return _POPULATE["ok"]
-        if _madvise is not None and not self.readonly:
-            if not self._enter():
-                return True  # closed meanwhile: nothing left to populate
-            try:
-                ok = _madvise(self._address + begin, end - begin, MADV_POPULATE_WRITE) == 0
-            finally:
-                self._leave()
-        else:
-            try:
-                self._map.madvise(MADV_POPULATE_WRITE, begin, end - begin)
-                ok = True
-            except (OSError, ValueError):
-                ok = False
-        if not ok:
-            _POPULATE["ok"] = False
-            return False
-        self.prefaulted = end
-        return True
+        while self.prefaulted < end and _POPULATE["ok"]:
+            begin = self.prefaulted
+            upto = min(end, begin + _PREFAULT_CHUNK)
+            if _madvise is not None and not self.readonly:
+                if not self._enter():
+                    return True  # closed meanwhile: nothing left to populate
+                try:
+                    ok = _madvise(self._address + begin, upto - begin, MADV_POPULATE_WRITE) == 0
+                finally:
+                    self._leave()
+            else:
+                try:
+                    self._map.madvise(MADV_POPULATE_WRITE, begin, upto - begin)
+                    ok = True
+                except (OSError, ValueError):
+                    ok = False
+            if not ok:
+                _POPULATE["ok"] = False
+                return False
+            self.prefaulted = upto
+        return _POPULATE["ok"]
 
     def fill_zero(self, begin: int, end: int) -> None:
         """Zero bytes ``[begin, end)`` (positions inside the segment)."""
@@ -431,6 +436,7 @@ class Segment:
 
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+_PREFAULT_CHUNK = 1 << 20
 
 
 def reserve(fd: int, size: int, what: object = "a store file") -> None:

@@ -8,7 +8,7 @@ import pytest
 from apogee.errors import StoreCorruptionError
 from apogee.store.segment import Segment, parse_segment_name, segment_name, written_extents
 from apogee.store.segment_queue import SegmentQueue
-from tests.harness.smaps import vm_flags
+from tests.harness.smaps import resident_kib, vm_flags
 
 SIZE = 1024
 
@@ -56,6 +56,18 @@ def test_prefault_maps_ahead_keeps_bytes_and_leaves_the_segment_closable(tmp_pat
     assert other.close()
     assert other.prefault(size)  # a closed segment is left alone
     assert other.prefaulted == 0
+
+
+def test_a_prefault_of_many_chunks_maps_every_page(tmp_path: Path) -> None:
+    # populated a mebibyte per call (other threads' mmap calls wait for each)
+    size = (3 << 20) + 8 * 4096
+    path = tmp_path / segment_name(0)
+    seg = Segment(path, 0, size, create=True)
+    if not seg.prefault(size):
+        pytest.skip("the kernel does not populate mappings")
+    assert seg.prefaulted == size
+    assert resident_kib(path) == size // 1024
+    assert seg.close()
 
 
 def test_sync_takes_any_range_and_a_closed_segment_is_left_alone(tmp_path: Path) -> None:
