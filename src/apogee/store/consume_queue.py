@@ -58,7 +58,10 @@ class ConsumeQueue:
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.queue = SegmentQueue(root / topic / str(queue_id), file_size, readonly=readonly)
+        # the event loop writes its first unit: no 8 MiB read-around on that fault
+        self.queue = SegmentQueue(
+            root / topic / str(queue_id), file_size, readonly=readonly, random_fill=True
+        )
         self.min_logic_bytes = 0  # byte offset of the first unit still readable
         self.max_physic_end = -1  # commit-log end of the last unit's record
 

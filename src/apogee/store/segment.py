@@ -174,7 +174,14 @@ class Segment:
     )
 
     def __init__(
-        self, path: Path, start: int, size: int, *, create: bool, readonly: bool = False
+        self,
+        path: Path,
+        start: int,
+        size: int,
+        *,
+        create: bool,
+        readonly: bool = False,
+        random_fill: bool = False,
     ) -> None:
         self.path = path
         self.start = start
@@ -199,13 +206,16 @@ class Segment:
             self._prepare_length(create)
             access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE
             self._map = mmap.mmap(self._fd, size, access=access)
-            if create and not readonly:
+            if create and random_fill and not readonly:
                 # A new file is all unwritten blocks. The first fault on a mapping
                 # reads around it (read_ahead_kb, 8 MiB on a virtio disk), and
                 # for unwritten blocks that means zero-filling as much page
-                # cache: 12 to 80 ms measured, on whichever thread touched the
-                # file first, the event loop for a new consume queue. Pages are
-                # faulted one by one until the file is full (``readahead``).
+                # cache: 12 to 80 ms measured, on the event loop when it writes
+                # the first unit of a new consume queue. With ``random_fill``
+                # pages are faulted one by one until the file is full
+                # (``readahead``). Not for the commit log: its pages are
+                # populated ahead by a thread, and a writer that outruns it
+                # takes fewer faults with read-around.
                 self._map.madvise(mmap.MADV_RANDOM)
         except BaseException:
             os.close(self._fd)
@@ -301,7 +311,7 @@ class Segment:
                 self._idle.notify_all()
 
     def prefault(self, end: int) -> bool:
-        """Map pages up to ``end`` writable now, a system call per 1 MiB.
+        """Map pages up to ``end`` writable now, a system call per 4 MiB.
 
         A page fault taken by the writer costs microseconds (much more inside
         a VM); populating a range in the kernel costs a fraction of that per
@@ -311,7 +321,8 @@ class Segment:
         A populate holds the process's mapping lock for reading, and every
         mmap, munmap or madvise of another thread (the event loop making a
         consume queue) waits for it: 32 MiB in one call kept them waiting up
-        to 10 ms; a chunk lets them in after about a millisecond.
+        to 10 ms. Each chunk takes the GIL again, which a busy writer lends
+        every few milliseconds: 1 MiB chunks fell behind single appends.
         """
         end = min(self.size, end)
         while self.prefaulted < end and _POPULATE["ok"]:
@@ -436,7 +447,7 @@ class Segment:
 
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
-_PREFAULT_CHUNK = 1 << 20
+_PREFAULT_CHUNK = 4 << 20
 
 
 def reserve(fd: int, size: int, what: object = "a store file") -> None:

@@ -29,12 +29,21 @@ OS_PAGE_SIZE = 4096
 class SegmentQueue:
     """Segments of one log directory (commit log, or one consume queue)."""
 
-    def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        segment_size: int,
+        *,
+        readonly: bool = False,
+        random_fill: bool = False,
+    ) -> None:
         if segment_size <= 0:
             raise ValueError("segment size must be positive")
         self.directory = directory
         self.segment_size = segment_size
         self.readonly = readonly
+        #: new files read nothing around their faults until full (``Segment``)
+        self.random_fill = random_fill
         self.segments: list[Segment] = []
         self.flushed_offset = 0
         self._spare: Segment | None = None
@@ -164,7 +173,7 @@ class SegmentQueue:
     def _create(self, start: int) -> Segment:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / segment_name(start)
-        return Segment(path, start, self.segment_size, create=True)
+        return Segment(path, start, self.segment_size, create=True, random_fill=self.random_fill)
 
     def prefault_ahead(self, window: int) -> bool:
         """Populate the pages of the next ``window`` bytes after the last write."""

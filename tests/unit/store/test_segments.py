@@ -58,9 +58,17 @@ def test_prefault_maps_ahead_keeps_bytes_and_leaves_the_segment_closable(tmp_pat
     assert other.prefaulted == 0
 
 
+def test_a_log_segment_reads_around_its_faults(tmp_path: Path) -> None:
+    # the commit log's: a writer that outruns the prefault takes fewer faults so
+    q = SegmentQueue(tmp_path, SIZE)
+    fill(q, 10)
+    assert "rr" not in vm_flags(q.segments[0].path)
+    q.close()
+
+
 def test_a_prefault_of_many_chunks_maps_every_page(tmp_path: Path) -> None:
-    # populated a mebibyte per call (other threads' mmap calls wait for each)
-    size = (3 << 20) + 8 * 4096
+    # populated 4 MiB per call (other threads' mmap calls wait for each)
+    size = (9 << 20) + 8 * 4096
     path = tmp_path / segment_name(0)
     seg = Segment(path, 0, size, create=True)
     if not seg.prefault(size):
@@ -99,14 +107,14 @@ def test_roll_and_locate(tmp_path: Path) -> None:
 def test_a_new_segment_reads_no_ahead_until_it_is_full(tmp_path: Path) -> None:
     # without the random-read hint, the first fault on a new, unwritten file
     # zero-fills read_ahead_kb of page cache around it
-    q = SegmentQueue(tmp_path, SIZE)
+    q = SegmentQueue(tmp_path, SIZE, random_fill=True)
     fill(q, SIZE + 10)
     first, second = q.segments
     assert "rr" in vm_flags(second.path)
     assert "rr" not in vm_flags(first.path)  # full: read back as old data, with readahead
     assert "wr" in vm_flags(first.path)
     q.close()
-    reopened = SegmentQueue(tmp_path, SIZE)
+    reopened = SegmentQueue(tmp_path, SIZE, random_fill=True)
     reopened.load()
     flags = [vm_flags(s.path) for s in reopened.segments]
     assert len(flags) == 2 and all(flags)  # both mapped again
