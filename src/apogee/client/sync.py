@@ -255,12 +255,33 @@ class TransactionProducer(Producer):
         timeout: float | None = None,
     ) -> async_tx.TransactionSendResult:
         """Send a half message, run ``local_tx(msg, arg)`` in this thread, end the transaction."""
+        half = self._runner.run(self._tx.send_half(msg, timeout=timeout))
+        return self._settle(half, lambda: local_tx(msg, arg))
+
+    def send_batch_in_transaction(
+        self,
+        messages: Sequence[Message],
+        local_tx: Callable[[Sequence[Message], Any], LocalTransactionState],
+        arg: Any = None,
+        *,
+        properties: Mapping[str, str] | None = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> async_tx.TransactionSendResult:
+        """A batch in one transaction (see the asyncio method), ``local_tx`` in this thread."""
+        step = self._tx.send_batch_half(
+            messages, properties=properties, queue=queue, timeout=timeout
+        )
+        return self._settle(self._runner.run(step), lambda: local_tx(messages, arg))
+
+    def _settle(
+        self, half: SendResult, run_local: Callable[[], LocalTransactionState]
+    ) -> async_tx.TransactionSendResult:
         tx, run = self._tx, self._runner.run
-        half = run(tx.send_half(msg, timeout=timeout))
         if half.status is not SendStatus.SEND_OK:
             return run(tx.end_unstored(half))
         try:
-            outcome = local_tx(msg, arg)
+            outcome = run_local()
         except Exception as exc:
             run(tx.end_transaction(half, LocalTransactionState.UNKNOW, remark=async_tx.failed(exc)))
             raise

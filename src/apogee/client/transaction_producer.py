@@ -2,6 +2,10 @@
 
 Owns: TransactionProducer and TransactionSendResult.
 
+``send_batch_in_transaction(messages, local_tx, arg)`` does the same for a
+batch of one topic, as one transaction (an Apogee broker's extension: see
+``apogee.client.transaction.send_half_batch``).
+
 ``send_in_transaction(msg, local_tx, arg)`` (Java TransactionMQProducer):
 1. sends ``msg`` as a half message (TRAN_MSG, PGROUP, PREPARED sysFlag, no
    delay), with the producer's retries; the broker stores it out of sight;
@@ -25,12 +29,20 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from apogee.client.outgoing import check_batch
 from apogee.client.producer import Producer
-from apogee.client.transaction import CheckListener, LocalTransactionState, end_transaction
+from apogee.client.publish import choose_queue
+from apogee.client.transaction import (
+    CheckListener,
+    LocalTransactionState,
+    end_transaction,
+    send_half_batch,
+)
 from apogee.errors import ClientError
+from apogee.model.client import MessageQueue
 from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
@@ -44,6 +56,10 @@ log = logging.getLogger(__name__)
 #: ``local_tx(msg, arg)``: runs the local transaction, says how it ended.
 LocalTransaction = Callable[
     [Message, Any], LocalTransactionState | Awaitable[LocalTransactionState]
+]
+#: ``local_tx(messages, arg)`` of a batch sent in one transaction.
+BatchTransaction = Callable[
+    [Sequence[Message], Any], LocalTransactionState | Awaitable[LocalTransactionState]
 ]
 
 
@@ -82,10 +98,70 @@ class TransactionProducer(Producer):
     ) -> TransactionSendResult:
         """Send ``msg`` as a half message, run ``local_tx(msg, arg)``, end the transaction."""
         half = await self.send_half(msg, timeout=timeout)
+        return await self.settle(half, lambda: local_tx(msg, arg))
+
+    async def send_batch_in_transaction(
+        self,
+        messages: Sequence[Message],
+        local_tx: BatchTransaction,
+        arg: Any = None,
+        *,
+        properties: Mapping[str, str] | None = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> TransactionSendResult:
+        """``send_in_transaction`` for a batch of one topic: all its messages or none.
+
+        An Apogee extension (see ``send_half_batch``): the batch is one half
+        message on the broker, so the commit makes every message visible at
+        once, at consecutive offsets of one queue (``queue``, else the next in
+        turn), and a rollback drops them all. ``properties`` belong to the
+        transaction: the checker sees them on the half message it is asked
+        about (its body is the batch), and the commit adds them to every
+        message. ``local_tx(messages, arg)`` decides. One request, no retries;
+        the batch must fit one message (``max_message_size``).
+
+        Raises:
+            BrokerResponseError: MESSAGE_ILLEGAL from a broker that does not take
+                batches of half messages (RocketMQ's own); nothing was stored.
+        """
+        half = await self.send_batch_half(
+            messages, properties=properties, queue=queue, timeout=timeout
+        )
+        return await self.settle(half, lambda: local_tx(messages, arg))
+
+    async def send_batch_half(
+        self,
+        messages: Sequence[Message],
+        *,
+        properties: Mapping[str, str] | None = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """The first step alone of ``send_batch_in_transaction``: the batch's half message."""
+        topic = check_batch(messages, self.config.max_message_size)
+        routes = self._started_routes()
+        if queue is None:
+            queue = choose_queue(await self._publish_info(routes, topic))
+        elif queue.topic != topic:
+            raise ClientError(f"queue: {queue} is not a queue of topic {topic}")
+        addr = await self._master(routes, queue)
+        return await send_half_batch(
+            self.instance.broker_api, addr, queue.broker_name, messages,
+            queue_id=queue.queue_id, producer_group=self.group, properties=properties,
+            timeout_s=timeout or self.config.send_timeout_s,
+        )  # fmt: skip
+
+    async def settle(
+        self, half: SendResult, run_local: Callable[[], object]
+    ) -> TransactionSendResult:
+        """Run the local transaction (``run_local()``, awaited if it returns an awaitable)
+        for a stored ``half`` and end the transaction as it decides; roll back a half
+        that was not stored safely. A local transaction that raises leaves it UNKNOW."""
         if half.status is not SendStatus.SEND_OK:
             return await self.end_unstored(half)
         try:
-            outcome: object = local_tx(msg, arg)
+            outcome = run_local()
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:

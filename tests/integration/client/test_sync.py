@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -116,6 +116,34 @@ def test_a_sync_transaction_runs_locally_and_is_checked_in_a_worker(
     assert ran_in == [caller, caller]
     assert checked_in and caller not in checked_in
     assert LoopThread.get()._thread.ident not in checked_in  # a worker, not the loop
+
+
+def test_a_sync_batch_transaction_runs_locally_and_delivers_the_whole_batch(
+    cluster: tuple[str, str],
+) -> None:
+    namesrv, broker = cluster
+    caller = threading.get_ident()
+    ran_in: list[int] = []
+
+    def local_tx(messages: Sequence[Message], arg: object) -> LocalTransactionState:
+        ran_in.append(threading.get_ident())
+        ok = arg == "ok"
+        return (
+            LocalTransactionState.COMMIT_MESSAGE if ok else LocalTransactionState.ROLLBACK_MESSAGE
+        )
+
+    def checker(half: MessageExt) -> LocalTransactionState:
+        raise AssertionError("every batch was ended by its producer")
+
+    with TransactionProducer("sync-tx-batch", namesrv=namesrv, checker=checker) as producer:
+        batch = [Message("SyncTxBatch", b"b%d" % i) for i in range(3)]
+        done = producer.send_batch_in_transaction(batch, local_tx, "ok")
+        assert done.local_state is LocalTransactionState.COMMIT_MESSAGE
+        gone = [Message("SyncTxBatch", b"never")]
+        producer.send_batch_in_transaction(gone, local_tx, "no", queue=done.message_queue)
+        wait_for(lambda: len(read_topic(broker, "SyncTxBatch")) == 3, "the committed batch")
+    assert [m.body for m in read_topic(broker, "SyncTxBatch")] == [b"b0", b"b1", b"b2"]
+    assert ran_in == [caller, caller]
 
 
 def test_a_sync_call_on_the_loop_thread_is_refused() -> None:

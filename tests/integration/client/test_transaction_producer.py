@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +135,58 @@ async def test_a_producer_killed_before_answering_is_resolved_by_another_of_its_
 
         assert await eventually(settled) == [b"orphan", b"marker"]  # committed once
     assert {m.uniq_key for m in asked} == {uniq}
+
+
+async def test_a_batch_in_one_transaction_is_delivered_whole_or_not_at_all(
+    cluster: tuple[str, Broker],
+) -> None:
+    namesrv, broker = cluster
+    asked: list[MessageExt] = []
+
+    def checker(half: MessageExt) -> LocalTransactionState:
+        asked.append(half)
+        return COMMIT if half.properties.get("ORDER") == "o-3" else ROLLBACK
+
+    def decide(decision: LocalTransactionState) -> Any:
+        def run(messages: Sequence[Message], arg: Any) -> LocalTransactionState:
+            assert [m.body for m in messages] == arg
+            return decision
+
+        return run
+
+    def broken(messages: Sequence[Message], arg: Any) -> LocalTransactionState:
+        raise RuntimeError("database went away")
+
+    queue = MessageQueue(TOPIC, "broker-a", 2)
+    lines = [b"line-1", b"\x00line\xff2", b"line-3"]
+    async with TransactionProducer("tx-pg", namesrv=namesrv, checker=checker) as producer:
+        ok = await producer.send_batch_in_transaction(
+            [Message(TOPIC, b, tags="line") for b in lines], decide(COMMIT), lines,
+            properties={"ORDER": "o-1"}, queue=queue,
+        )  # fmt: skip
+        no = await producer.send_batch_in_transaction(
+            [Message(TOPIC, b"x"), Message(TOPIC, b"y")], decide(ROLLBACK), [b"x", b"y"],
+            properties={"ORDER": "o-2"}, queue=queue,
+        )  # fmt: skip
+        with pytest.raises(RuntimeError, match="database went away"):
+            await producer.send_batch_in_transaction(
+                [Message(TOPIC, b"late-1"), Message(TOPIC, b"late-2")], broken,
+                properties={"ORDER": "o-3"}, queue=queue,
+            )  # fmt: skip
+        assert (ok.local_state, no.local_state) == (COMMIT, ROLLBACK)
+        api = producer.instance.broker_api
+
+        async def all_in() -> list[MessageExt] | None:
+            got = await read_queue(api, broker.address, TOPIC, 2)
+            return got if len(got) == 5 else None
+
+        stored = await eventually(all_in, timeout_s=10)
+    assert [m.body for m in stored] == [*lines, b"late-1", b"late-2"]
+    assert [m.queue_offset for m in stored] == [0, 1, 2, 3, 4]
+    assert [m.properties["ORDER"] for m in stored] == ["o-1"] * 3 + ["o-3"] * 2
+    assert [m.tags for m in stored[:3]] == ["line"] * 3
+    assert len({m.uniq_key for m in stored}) == 5  # each message keeps its own id
+    # the failed local transaction was left open; the check asked once for the batch
+    assert [h.properties["ORDER"] for h in asked] == ["o-3"]
+    assert asked[0].uniq_key not in {m.uniq_key for m in stored}  # the transaction's own id
+    assert ok.transaction_id == ok.msg_id and ok.message_queue == queue
