@@ -43,7 +43,7 @@ from apogee.model.message import (
     StoreMessage,
     string_to_properties,
 )
-from apogee.model.message_codec import decode_batch, encode_batch, encode_record
+from apogee.model.message_codec import decode_batch, decode_record, encode_batch, encode_record
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult
 from apogee.protocol.command import RemotingCommand
@@ -454,6 +454,10 @@ async def test_a_batch_of_half_messages_is_one_transaction(tmp_path: Path) -> No
             ("t0", "c"), ("t1", "c"), ("t2", "c"), ("t0", "k"), ("t1", "k"),
         ]  # fmt: skip
         assert delivered[0].properties["KEYS"] == "k0 k1"
+        for key in ("k0", "k1"):  # indexed like any message (not the rolled-back r0)
+            found = broker.store.query_message(TOPIC, key, 10, 0, 2**62)
+            assert sorted(decode_record(v).body for v in found.messages) == [b"c0", b"k0"]
+            found.release()
         # each message keeps its own id; none is the transaction's
         ids = [m.uniq_key for m in delivered]
         assert len(set(ids)) == 5
