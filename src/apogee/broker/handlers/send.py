@@ -8,7 +8,8 @@ to ``%DLQ%<group>`` instead, undelayed; 26 when the group has no config),
 transactional half messages (TRAN_MSG=true: stored in the half queue, see
 ``apogee.broker.transaction``, and entered in the TransactionBook; refused
 with 16 under rejectTransactionMessage; a batch send with sysFlag PREPARED
-is a batch of them, an Apogee extension), batch bodies (inflated as a whole
+is one transaction, stored as one half record holding the batch: an Apogee
+extension), batch bodies (inflated as a whole
 when the C++ client compressed them), SYNC_FLUSH waits and the store-status
 -> response-code table.
 
