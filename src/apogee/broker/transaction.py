@@ -93,7 +93,11 @@ def half_message(msg: StoreMessage) -> StoreMessage:
     A DELAY level is dropped, as the Java producer does before sending: a
     delayed half message would leave the half queue.
     """
-    props = string_to_properties(msg.properties)
+    return _half_of(msg, string_to_properties(msg.properties))
+
+
+def _half_of(msg: StoreMessage, props: dict[str, str]) -> StoreMessage:
+    """``half_message`` of ``msg`` whose properties, parsed, are ``props``."""
     props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     props.pop(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, None)
     props[PROPERTY_REAL_TOPIC] = msg.topic
@@ -138,11 +142,7 @@ def batch_half(real: StoreMessage, count: int, producer_group: str) -> StoreMess
     props[PROPERTY_TRANSACTION_PREPARED] = "true"
     props.setdefault(PROPERTY_PRODUCER_GROUP, producer_group)
     props[PROPERTY_HALF_BATCH] = str(count)
-    marked = StoreMessage(
-        real.topic, real.queue_id, real.body, properties_to_string(props), real.flag,
-        real.sys_flag, real.born_timestamp, real.born_host, real.store_host, real.reconsume_times,
-    )  # fmt: skip
-    return half_message(marked)
+    return _half_of(real, props)
 
 
 def is_batch_half(half: MessageExt) -> bool:
@@ -156,11 +156,8 @@ def committed_batch(half: MessageExt, topic: str, queue_id: int) -> StoreBatch:
     Raises:
         ProtocolError: the half's body is not a batch body.
     """
-    props = dict(half.properties)
-    for name in _BATCH_COMMIT_DROPS:
-        props.pop(name, None)
     return StoreBatch(
-        topic, queue_id, decode_batch(half.body), properties_to_string(props),
+        topic, queue_id, decode_batch(half.body), _committed_properties(half, _BATCH_DROPS),
         with_transaction_type(half.sys_flag, TRANSACTION_COMMIT_TYPE), half.born_timestamp,
         half.born_host, half.store_host, half.reconsume_times,
     )  # fmt: skip
@@ -221,27 +218,25 @@ HALF_FACTS = (
     PROPERTY_REAL_QUEUE_ID.encode(), PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET.encode(),
     PROPERTY_HALF_BATCH.encode(),
 )  # fmt: skip
-COMMIT_DROPS = (
-    PROPERTY_REAL_TOPIC.encode(), PROPERTY_REAL_QUEUE_ID.encode(),
-    PROPERTY_TRANSACTION_PREPARED.encode(),
-)  # fmt: skip
-
-
+_DROPS = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED)
+COMMIT_DROPS = tuple(name.encode() for name in _DROPS)
 #: What a batch commit leaves out of the half's properties, which the store then
 #: appends to every message's own: also the marker and the transaction's own id.
-_BATCH_COMMIT_DROPS = (
-    PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_HALF_BATCH, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-)  # fmt: skip
+_BATCH_DROPS = (*_DROPS, PROPERTY_HALF_BATCH, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+def _committed_properties(half: MessageExt, drops: tuple[str, ...]) -> str:
+    """The property string of ``half`` without the names in ``drops``."""
+    props = dict(half.properties)
+    for name in drops:
+        props.pop(name, None)
+    return properties_to_string(props)
 
 
 def committed_message(half: MessageExt, topic: str, queue_id: int) -> StoreMessage:
     """The record a committed half message becomes in its real topic."""
-    props = dict(half.properties)
-    for name in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED):
-        props.pop(name, None)
     return StoreMessage(
-        topic, queue_id, half.body, properties_to_string(props), half.flag,
+        topic, queue_id, half.body, _committed_properties(half, _DROPS), half.flag,
         with_transaction_type(half.sys_flag, TRANSACTION_COMMIT_TYPE), half.born_timestamp,
         half.born_host, half.store_host, half.reconsume_times,
         prepared_transaction_offset=half.commit_log_offset,
