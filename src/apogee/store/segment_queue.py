@@ -138,7 +138,7 @@ class SegmentQueue:
                 spare.delete()
             if seg is None:
                 seg = self._create(start)
-            if self.segments:
+            if self.random_fill and self.segments:
                 self.segments[-1].readahead()
             self.segments = [*self.segments, seg]
         if self.on_new_segment is not None:
