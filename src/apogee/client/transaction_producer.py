@@ -34,7 +34,6 @@ from typing import Any
 
 from apogee.client.outgoing import check_batch
 from apogee.client.producer import Producer
-from apogee.client.publish import choose_queue
 from apogee.client.transaction import (
     CheckListener,
     LocalTransactionState,
@@ -139,12 +138,9 @@ class TransactionProducer(Producer):
         timeout: float | None = None,
     ) -> SendResult:
         """The first step alone of ``send_batch_in_transaction``: the batch's half message."""
-        topic = check_batch(messages, self.config.max_message_size)
+        check_batch(messages, self.config.max_message_size)
         routes = self._started_routes()
-        if queue is None:
-            queue = choose_queue(await self._publish_info(routes, topic))
-        elif queue.topic != topic:
-            raise ClientError(f"queue: {queue} is not a queue of topic {topic}")
+        queue = await self._target(routes, messages[0], queue, None, None)
         addr = await self._master(routes, queue)
         return await send_half_batch(
             self.instance.broker_api, addr, queue.broker_name, messages,
