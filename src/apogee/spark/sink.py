@@ -195,6 +195,7 @@ def _partition_id() -> int:
 def _in_chunks(
     batches: Iterator[pa.RecordBatch],
     opts: SinkOptions,
+    cluster: Cluster,
     start: Callable[[list[tuple[QueueRef, Message]]], Future[T]],
 ) -> tuple[int, list[T]]:
     """Hand the rows to the client's loop thread ``start(chunk)`` at a time; the row
@@ -203,7 +204,6 @@ def _in_chunks(
     A chunk is eight times ``maxInFlight`` rows, or what a record batch had left;
     one chunk is on the wire while the next is built.
     """
-    cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
     router = _Router(cluster, _partition_id())
     window = max(opts.max_in_flight, 1) * 8
     pending: deque[Future[T]] = deque()
@@ -234,7 +234,10 @@ def _in_chunks(
 def _send_at_least_once(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> SinkCommit:
     cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
     rows, _ = _in_chunks(
-        batches, opts, lambda chunk: cluster.send_rows(chunk, opts.producer_group, opts.batch_size)
+        batches,
+        opts,
+        cluster,
+        lambda chunk: cluster.send_rows(chunk, opts.producer_group, opts.batch_size),
     )
     return SinkCommit(rows)
 
@@ -249,6 +252,7 @@ def _send_halves(
     rows, sent = _in_chunks(
         batches,
         opts,
+        cluster,
         lambda chunk: cluster.send_halves(chunk, opts.producer_group, opts.batch_size, common),
     )
     return SinkCommit(rows, sink_id, batch_id, token, [h for halves in sent for h in halves])
