@@ -39,13 +39,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from cost_frames import BODY, send_frames, uniq_key
+from cost_frames import BODY, send_frame, send_frames, uniq_key
 
 from apogee._util.net import free_port
 from apogee.codes import RequestCode
 from apogee.model.message import Message
 from apogee.model.message_codec import encode_batch
-from apogee.protocol import headers as h
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.framing import encode_bytes
 
@@ -89,22 +88,9 @@ def batch_frames(count: int, first_opaque: int) -> list[bytes]:
             Message(TOPIC, pool[j], properties={"UNIQ_KEY": uniq_key(base + j)})
             for j in range(BATCH)
         ]
-        header = h.SendMessageRequestHeader(
-            producer_group="cost_pg",
-            topic=TOPIC,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=i % QUEUES,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties="",
-            batch=True,
+        frames.append(
+            send_frame(TOPIC, i % QUEUES, encode_batch(msgs), batch=True, opaque=first_opaque + i)
         )
-        ext = header.to_ext_v2()
-        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch(msgs))
-        cmd.opaque = first_opaque + i
-        frames.append(encode_bytes(cmd))
     return frames
 
 

@@ -1,8 +1,8 @@
 """What the broker-cost benchmarks share: pre-encoded sends and a socket stand-in.
 
 Owns: ``uniq_key`` (a message id for the i-th message of a run),
-``send_frames`` (SEND_MESSAGE_V2 request frames, encoded ahead so that the
-figures hold only the broker's work) and ``DiscardTransport`` (a stand-in for
+``send_frame`` and ``send_frames`` (send request frames, encoded ahead so
+that the figures hold only the broker's work) and ``DiscardTransport`` (a stand-in for
 the socket of a server-side ``Connection``, named so: it counts the answer
 bytes and drops them), used by ``request_cost.py``, ``broker_cost.py`` and
 ``end_transaction_cost.py``.
@@ -27,26 +27,50 @@ def uniq_key(i: int) -> str:
     return f"7F00000100002A9F{i:016X}"
 
 
+def send_frame(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    *,
+    properties: str = "",
+    batch: bool = False,
+    sys_flag: int = 0,
+    group: str = "cost_pg",
+    opaque: int | None = None,
+) -> bytes:
+    """One encoded SEND_MESSAGE_V2 (``batch``: SEND_BATCH_MESSAGE) request frame."""
+    header = h.SendMessageRequestHeader(
+        producer_group=group,
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties,
+        batch=batch,
+    )
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    cmd = RemotingCommand.request(code, header.to_ext_v2(), body)
+    if opaque is not None:
+        cmd.opaque = opaque
+    return encode_bytes(cmd)
+
+
 def send_frames(topic: str, count: int, first_opaque: int = 0, queues: int = 4) -> list[bytes]:
     """``count`` SEND_MESSAGE_V2 frames of one random 1 KiB body, round-robin over queues."""
     body = os.urandom(BODY)
-    frames = []
-    for i in range(count):
-        header = h.SendMessageRequestHeader(
-            producer_group="cost_pg",
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=i % queues,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
+    return [
+        send_frame(
+            topic,
+            i % queues,
+            body,
+            opaque=first_opaque + i,
             properties=f"UNIQ_KEY\x01{uniq_key(first_opaque + i)}\x02WAIT\x01true\x02",
         )
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
-        cmd.opaque = first_opaque + i
-        frames.append(encode_bytes(cmd))
-    return frames
+        for i in range(count)
+    ]
 
 
 class DiscardTransport:

@@ -1,12 +1,13 @@
 """The broker's CPU per END_TRANSACTION, outside Spark, as the exactly-once sink sends them.
 
 Starts a name server and a broker as ``apogee`` processes (or uses a running
-cluster, ``--namesrv`` and ``--broker-pid``), then per round: N half messages
-sent in batches per queue (``Cluster.send_halves``, as the sink's tasks do),
-then N END_TRANSACTIONs (``Cluster.end_transactions``: oneway frames in
-windows, as the sink's driver does). The figure is the broker process's CPU
-seconds (``/proc/<pid>/stat``, user + system) during the ends, divided by N,
-and the wall-clock rate of the ends. ``--rollback`` ends with ROLLBACK instead
+cluster, ``--namesrv`` and ``--broker-pid``), then per round: N rows sent as
+half messages in batches per queue (``Cluster.send_halves``, as the sink's
+tasks do: each batch one transaction), then one END_TRANSACTION per batch
+(``Cluster.end_transactions``: oneway frames in windows, as the sink's driver
+does). The figures are the broker process's CPU seconds (``/proc/<pid>/stat``,
+user + system) during the ends, per END_TRANSACTION and per row, and the
+wall-clock rate of the ends. ``--rollback`` ends with ROLLBACK instead
 of COMMIT. ``--py-spy FILE`` records the broker during the ends of the last
 round (py-spy must be installed; a speedscope or flame file, by extension).
 
@@ -54,12 +55,9 @@ def _target(args: argparse.Namespace) -> Iterator[tuple[str, int | None]]:
 def _halves(io: Cluster, topic: str, count: int, size: int, batch: int) -> list[HalfRef]:
     queues = io.ensure_topic(topic, 4)
     body = os.urandom(size)
-    tag = uuid.uuid4().hex
-    rows = [
-        (queues[i % len(queues)], Message(topic, body, properties={"APOGEE_TXN": f"{tag}:{i}"}))
-        for i in range(count)
-    ]
-    return io.send_halves(rows, "bench_endtx_pg", batch).result(600)
+    rows = [(queues[i % len(queues)], Message(topic, body)) for i in range(count)]
+    common = {"APOGEE_TXN": uuid.uuid4().hex}
+    return io.send_halves(rows, "bench_endtx_pg", batch, common).result(600)
 
 
 @contextlib.contextmanager
@@ -83,7 +81,7 @@ def _recording(pid: int | None, path: str | None) -> Iterator[None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--count", type=int, default=20000, help="half messages per round")
+    parser.add_argument("--count", type=int, default=20000, help="rows per round")
     parser.add_argument("--size", type=int, default=1024, help="body bytes")
     parser.add_argument("--batch", type=int, default=256, help="half messages per batch send")
     parser.add_argument("--rounds", type=int, default=3)
@@ -99,6 +97,7 @@ def main() -> None:
         else LocalTransactionState.COMMIT_MESSAGE
     )  # fmt: skip
     per_end_us: list[float] = []
+    per_row_us: list[float] = []
     rates: list[float] = []
     half_us: list[float] = []
     with _target(args) as (namesrv, pid):
@@ -115,16 +114,18 @@ def main() -> None:
                 io.end_transactions(refs, "bench_endtx_pg", state)
                 took = time.perf_counter() - started
                 after = cpu_seconds(pid)
-            rates.append(args.count / took)
+            rates.append(len(refs) / took)
             if before is not None and middle is not None and after is not None:
                 half_us.append((middle - before) / args.count * 1e6)
-                per_end_us.append((after - middle) / args.count * 1e6)
+                per_end_us.append((after - middle) / len(refs) * 1e6)
+                per_row_us.append((after - middle) / args.count * 1e6)
         io.close()
     figures = {
         "count": args.count,
         "kind": "rollback" if args.rollback else "commit",
         "broker_cpu_us_per_end": [round(x, 1) for x in per_end_us],
-        "broker_cpu_us_per_half": [round(x, 1) for x in half_us],
+        "broker_cpu_us_per_row_ended": [round(x, 2) for x in per_row_us],
+        "broker_cpu_us_per_row_sent": [round(x, 1) for x in half_us],
         "ends_per_s": [round(x) for x in rates],
         "median_us_per_end": round(statistics.median(per_end_us), 1) if per_end_us else None,
         "load": os.getloadavg()[0],

@@ -2,7 +2,8 @@
 
 The in-process twin of ``end_transaction.py``, for profiling: a broker runs in
 this process on a temporary store, half messages are stored by
-SEND_BATCH_MESSAGE frames (PREPARED, 64 messages of 1 KiB per batch), then
+SEND_MESSAGE_V2 frames (PREPARED, one message of 1 KiB each: a PREPARED batch
+would be one transaction, ended once), then
 oneway END_TRANSACTION frames naming them (COMMIT, or ROLLBACK with
 ``--rollback``) are handed to a server-side ``Connection`` whose transport
 drops what is written, ``--per-read`` frames per ``data_received`` (a socket
@@ -31,12 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cost_frames import DiscardTransport
+from cost_frames import DiscardTransport, send_frame
 
 from apogee.cli.process import GC_THRESHOLD, freeze_startup_objects
 from apogee.codes import RequestCode
-from apogee.model.message import TRANSACTION_PREPARED_TYPE, Message
-from apogee.model.message_codec import encode_batch
+from apogee.model.message import TRANSACTION_PREPARED_TYPE
 from apogee.model.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from apogee.protocol import headers as h
 from apogee.protocol.command import RemotingCommand
@@ -46,29 +46,22 @@ from apogee.testing.cluster import run_broker
 
 TOPIC = "endtx_cost"
 GROUP = "endtx_pg"
-BATCH = 64
 
 
 def half_frames(count: int, first: int) -> list[bytes]:
     body = os.urandom(1024)
-    frames = []
-    props = f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02"
-    for start in range(0, count, BATCH):
-        messages = [
-            Message(TOPIC, body, properties={"UNIQ_KEY": f"{first + i:032X}", "TXN": "s:1:t"})
-            for i in range(start, min(count, start + BATCH))
-        ]
-        header = h.SendMessageRequestHeader(
-            producer_group=GROUP, topic=TOPIC, default_topic="TBW102",
-            default_topic_queue_nums=4, queue_id=start // BATCH % 4,
-            sys_flag=TRANSACTION_PREPARED_TYPE, born_timestamp=int(time.time() * 1000), flag=0,
-            properties=props, batch=True,
-        )  # fmt: skip
-        cmd = RemotingCommand.request(
-            RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), encode_batch(messages)
+    props = f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02TXN\x01s:1:t\x02"
+    return [
+        send_frame(
+            TOPIC,
+            i % 4,
+            body,
+            properties=f"{props}UNIQ_KEY\x01{first + i:032X}\x02",
+            sys_flag=TRANSACTION_PREPARED_TYPE,
+            group=GROUP,
         )
-        frames.append(encode_bytes(cmd))
-    return frames
+        for i in range(count)
+    ]
 
 
 def end_frames(broker: Any, first: int, count: int, kind: int) -> list[bytes]:
@@ -103,7 +96,7 @@ async def one_round(broker: Any, conn: Any, args: argparse.Namespace, profile: b
     store = broker.store
     first = store.max_offset_in_queue(TRANS_HALF_TOPIC, 0)
     ops = store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
-    await feed(conn, half_frames(args.count, first), 1)
+    await feed(conn, half_frames(args.count, first), 64)
     while store.max_offset_in_queue(TRANS_HALF_TOPIC, 0) < first + args.count:
         await asyncio.sleep(0.001)
     frames = end_frames(broker, first, args.count, 12 if args.rollback else 8)
