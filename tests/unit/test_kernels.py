@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from apogee._util.clock import FakeClock
@@ -373,6 +373,9 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     prepared = prepare_batch(items, extra, 10**6, fixed, 10**6)
     assert len(prepared) == 3
     total, records, index = prepared
+    # check_record reads properties that end in a NUL byte as a record cut short (a
+    # zeroed tail), as the single-record test's draws also leave out
+    assume(not any(props.endswith(b"\0") for _, _, props, _ in records))
     flags = host_flags(born, store)
     buf = bytearray(pos + total)
     offsets, entries = encode_batch(buf, pos, 1 << 40, 3, 77, flags, born_ts, born, store_ts,
