@@ -213,6 +213,11 @@ class CommitLog:
         self.on_pending: Callable[[], None] | None = None
         self.prefault_window = 0 if self.write_through else config.prefault_ahead_bytes
         self._low_water = self.prefault_window // 2
+        #: whether the latest append went through the mapping (a single record
+        #: under ASYNC_FLUSH), which pages populated ahead save a fault each.
+        #: A batch clears it: pwrite needs no mapped page, and a populated one
+        #: costs its zeroing plus a TLB shootdown at every flush that cleans it.
+        self.mapped_appends = True
 
     # -- offsets -------------------------------------------------------------
 
@@ -325,6 +330,7 @@ class CommitLog:
                     return _illegal(_unencodable(msg) or f"cannot encode the message: {exc}")
                 # fmt: on
                 seg.wrote = pos + size
+                self.mapped_appends = True
                 if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                     self.on_prefault_due()
                 if indexed:
@@ -408,6 +414,7 @@ class CommitLog:
                     return _illegal(f"cannot encode the record: {exc}")
                 # fmt: on
                 seg.wrote = pos + size
+                self.mapped_appends = True
                 if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                     self.on_prefault_due()
                 if indexed:
@@ -540,6 +547,7 @@ class CommitLog:
                 # prefault would pay for ahead of them. Later single appends populate
                 # from here on.
                 seg.prefaulted = max(seg.prefaulted, (pos + total) & _PAGE_MASK)
+                self.mapped_appends = False
             finally:
                 self._lock_begin_ms = 0
         return PutResult(

@@ -208,19 +208,27 @@ class FileMessageStore:
             interval_ms=config.flush_interval_consume_queue_ms,
             thorough_interval_ms=config.flush_consume_queue_thorough_interval_ms,
         )  # fmt: skip
-        window = self.commit_log.prefault_window
-
-        def allocate() -> None:
-            queue.prefault_ahead(window)
-            # No room: the roll that needs the file says so and refuses the write.
-            with contextlib.suppress(DiskFullError):
-                queue.prepare_next(window)
-
-        allocator = CallService("apogee-allocate", allocate, 1.0)
+        allocator = CallService("apogee-allocate", self.allocate, 1.0)
         queue.on_roll = allocator.wakeup
-        if window:
+        if self.commit_log.prefault_window:
             self.commit_log.on_prefault_due = allocator.wakeup
         return [flusher, cq_flusher, allocator]
+
+    def allocate(self) -> None:
+        """The allocation thread's round: the next commit-log file, pages mapped ahead.
+
+        Pages are populated ahead only while appends go through the mapping
+        (``CommitLog.mapped_appends``): batches, written by ``pwrite``, would
+        pay for each populated page twice, its zeroing and a TLB shootdown
+        when a flush cleans it.
+        """
+        log = self.commit_log
+        window = log.prefault_window if log.mapped_appends else 0
+        if window:
+            log.queue.prefault_ahead(window)
+        # No room: the roll that needs the file says so and refuses the write.
+        with contextlib.suppress(DiskFullError):
+            log.queue.prepare_next(window)
 
     def start(self, *, dispatch_thread: bool = False, loop_driven: bool = False) -> None:
         """Start flushing and preallocation threads.

@@ -161,6 +161,8 @@ class SegmentQueue:
                 return False
             start = segs[-1].end
             if self._spare is not None and self._spare.start == start:
+                if prefault:  # made while nothing asked for mapped pages
+                    self._spare.prefault(prefault)
                 return False
             if self._spare is not None:
                 self._spare.delete()

@@ -1,0 +1,62 @@
+"""The allocation thread maps commit-log pages ahead only for appends through the mapping.
+
+Single appends (ASYNC_FLUSH) write records into the mapping, and a page mapped ahead
+saves each its fault. Batches are written by ``pwrite``: a page mapped ahead of them
+costs its zeroing, and every flush that cleans it a TLB shootdown on the other cores.
+Which pages are mapped is read from the kernel (``/proc/self/smaps`` Rss).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apogee.model.message import BatchItem, StoreBatch
+from apogee.store.file_store import FileMessageStore
+from apogee.store.results import PutStatus
+from apogee.store.segment import segment_name
+from apogee.testing.store import message, small_config
+from tests.harness.smaps import resident_kib
+
+SEGMENT = 16 << 20
+WINDOW = 1 << 20
+
+
+def batch() -> StoreBatch:
+    return StoreBatch("T", 0, [BatchItem(0, bytes(1024), "") for _ in range(100)])
+
+
+def test_batches_map_nothing_ahead_and_single_appends_do(tmp_path: Path) -> None:
+    config = small_config(
+        tmp_path,
+        mapped_file_size_commit_log_bytes=SEGMENT,
+        max_message_size_bytes=1 << 20,
+        prefault_ahead_bytes=WINDOW,
+    )
+    store = FileMessageStore.open(config)
+    log_dir = config.commit_log_dir
+    first, spare = log_dir / segment_name(0), log_dir / segment_name(SEGMENT)
+    try:
+        for _ in range(20):  # 2 MiB, twice the window
+            assert store.put_batch(batch()).status is PutStatus.PUT_OK
+        store.allocate()
+        # the file being written and the next one: no page mapped by the allocator
+        assert resident_kib(first) == 0
+        assert spare.exists() and resident_kib(spare) == 0
+
+        assert store.put(message(body=bytes(1024))).status is PutStatus.PUT_OK
+        wrote = store.commit_log.queue.segments[-1].wrote
+        store.allocate()
+        if store.commit_log.queue.segments[-1].prefaulted <= wrote:
+            pytest.skip("the kernel does not populate mappings")
+        # a window ahead of the single append, and the start of the next file
+        assert resident_kib(first) >= WINDOW // 1024
+        assert resident_kib(spare) == WINDOW // 1024
+
+        assert store.put_batch(batch()).status is PutStatus.PUT_OK
+        mapped = resident_kib(first)
+        store.allocate()  # batches again: nothing more is mapped
+        assert resident_kib(first) == mapped
+    finally:
+        store.close()
