@@ -17,12 +17,13 @@ Invariants:
 - PREPARED and ROLLBACK transaction records get queue offset 0 and do not
   advance the topic-queue table (they never enter a consume queue).
 
-Two ways to put bytes in a file. ASYNC_FLUSH encodes single records straight
-into the segment's mapping: no system call per message. SYNC_FLUSH encodes into
-a pending buffer and ``pwrite``s it at the same place (``write_through``), at
-each append or, with ``defer_commit``, once per ``commit`` (an event-loop
-owner commits once per loop turn). Batches take the second way in both modes
-(written at once without ``defer_commit``): a ``pwrite`` of whole pages
+Two ways to put bytes in a file. ASYNC_FLUSH encodes single records under
+16 KiB straight into the segment's mapping: no system call per message.
+SYNC_FLUSH encodes into a pending buffer and ``pwrite``s it at the same place
+(``write_through``), at each append or, with ``defer_commit``, once per
+``commit`` (an event-loop owner commits once per loop turn). Batches and
+larger single records take the second way in both modes (written at once
+without ``defer_commit``): a ``pwrite`` of whole pages
 fills fresh page-cache pages without the kernel zeroing them first, as it
 must for a page first touched through a mapping, or populated ahead of the
 writer (the prefault thread, which batches therefore do not ask for). On a
@@ -99,6 +100,10 @@ _EXTRA_RECORD_BYTES: Final = 64 * 1024  # header + topic + properties allowance
 # Write-through bytes gathered before one pwrite; a bigger record gets a
 # bigger buffer. A loop turn of a busy broker appends well under this.
 _PENDING_BYTES: Final = 256 * 1024
+#: Single records from this size on take the pwrite way under ASYNC_FLUSH too. Each
+#: page a record fills through the mapping costs a fault or a prefault, and a TLB
+#: shootdown when a flush cleans it, where one pwrite costs one system call.
+_MAPPED_BELOW: Final = 4 * OS_PAGE_SIZE
 
 # A batch ready to write: total bytes, the records, and per record its size,
 # tag code, keys and unique key (for the hand-off); or a refusal: (kind, size).
@@ -315,23 +320,26 @@ class CommitLog:
                 key = (topic, qid)
                 qoff = self.topic_queue_table.get(key, 0) if indexed else 0
                 # fmt: off
+                mapped = not self.write_through and size < _MAPPED_BELOW
                 try:
-                    if self.write_through:
+                    if mapped:
+                        _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag,
+                                msg.born_timestamp, born, now, store, msg.reconsume_times,
+                                prepared, body, tfield, props, crc)
+                    else:
                         at = self._pending_at(seg, pos, size)
                         _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
                                 msg.born_timestamp, born, now, store, msg.reconsume_times,
                                 prepared, body, tfield, props, crc)
                         self._pending_len = at + size
-                    else:
-                        _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag,
-                                msg.born_timestamp, born, now, store, msg.reconsume_times,
-                                prepared, body, tfield, props, crc)
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(_unencodable(msg) or f"cannot encode the message: {exc}")
                 # fmt: on
                 seg.wrote = pos + size
-                self.mapped_appends = True
-                if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
+                self.mapped_appends = mapped  # _wrote_single, inlined on the hot path
+                if not mapped:
+                    seg.prefaulted = max(seg.prefaulted, (pos + size) & _PAGE_MASK)
+                elif pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                     self.on_prefault_due()
                 if indexed:
                     self.topic_queue_table[key] = qoff + 1
@@ -401,22 +409,21 @@ class CommitLog:
                 key = (topic, queue_id)
                 qoff = self.topic_queue_table.get(key, 0) if indexed else 0
                 # fmt: off
+                mapped = not self.write_through and size < _MAPPED_BELOW
                 try:
-                    if self.write_through:
+                    if mapped:
+                        _encode_derived(seg.view, pos, source, queue_id, qoff, phys, sys_flag,
+                                        now, prepared, tfield, properties, crc, size)
+                    else:
                         at = self._pending_at(seg, pos, size)
                         _encode_derived(self._pending, at, source, queue_id, qoff, phys,
                                         sys_flag, now, prepared, tfield, properties, crc, size)
                         self._pending_len = at + size
-                    else:
-                        _encode_derived(seg.view, pos, source, queue_id, qoff, phys, sys_flag,
-                                        now, prepared, tfield, properties, crc, size)
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(f"cannot encode the record: {exc}")
                 # fmt: on
                 seg.wrote = pos + size
-                self.mapped_appends = True
-                if pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
-                    self.on_prefault_due()
+                self._wrote_single(seg, pos + size, mapped)
                 if indexed:
                     self.topic_queue_table[key] = qoff + 1
                 self.last_store_timestamp = now
@@ -553,6 +560,15 @@ class CommitLog:
         return PutResult(
             _PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
+
+    def _wrote_single(self, seg: Segment, end: int, mapped: bool) -> None:
+        """After a single record up to ``end`` of ``seg``: keep the prefault ahead of
+        appends through the mapping; a record written by ``pwrite`` wants none."""
+        self.mapped_appends = mapped
+        if not mapped:
+            seg.prefaulted = max(seg.prefaulted, end & _PAGE_MASK)
+        elif end > seg.prefaulted - self._low_water and self.on_prefault_due:
+            self.on_prefault_due()
 
     def _refuse_batch(self, kind: int, size: int) -> PutResult:
         """The result for a refusal of ``apogee.store.kernels.prepare_batch``."""

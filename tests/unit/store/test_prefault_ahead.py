@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from apogee.model.message import BatchItem, StoreBatch
+from apogee.model.message_codec import iter_records
 from apogee.store.file_store import FileMessageStore
 from apogee.store.results import PutStatus
 from apogee.store.segment import segment_name
@@ -58,5 +59,33 @@ def test_batches_map_nothing_ahead_and_single_appends_do(tmp_path: Path) -> None
         mapped = resident_kib(first)
         store.allocate()  # batches again: nothing more is mapped
         assert resident_kib(first) == mapped
+    finally:
+        store.close()
+
+
+def test_a_large_single_record_is_written_by_pwrite(tmp_path: Path) -> None:
+    # a batch of half messages is stored as one such record
+    config = small_config(
+        tmp_path,
+        mapped_file_size_commit_log_bytes=SEGMENT,
+        max_message_size_bytes=1 << 20,
+        prefault_ahead_bytes=WINDOW,
+    )
+    store = FileMessageStore.open(config)
+    first = config.commit_log_dir / segment_name(0)
+    body = bytes(range(256)) * 80  # 20 KiB, NUL bytes included
+    try:
+        put = store.put(message(body=body))
+        assert put.status is PutStatus.PUT_OK
+        store.allocate()
+        assert resident_kib(first) == 0  # neither the record's pages nor any ahead
+        small = store.put(message(body=b"small"))
+        assert small.status is PutStatus.PUT_OK
+        assert resident_kib(first) > 0  # a small one goes through the mapping
+        store.dispatch_step()
+        got = store.get("TopicTest", 0, 0, 10)
+        records = b"".join(bytes(v) for v in got.messages)
+        got.release()
+        assert [m.body for m in iter_records(records)] == [body, b"small"]
     finally:
         store.close()
