@@ -85,6 +85,7 @@ from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.dispatch import DispatchEntry, index_fields
 from apogee.store.results import PutResult, PutStatus
 from apogee.store.segment import Segment
+from apogee.store.segment import can_populate as _can_populate
 from apogee.store.segment_queue import OS_PAGE_SIZE, SegmentQueue
 
 _HOST_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
@@ -218,11 +219,14 @@ class CommitLog:
         self.on_pending: Callable[[], None] | None = None
         self.prefault_window = 0 if self.write_through else config.prefault_ahead_bytes
         self._low_water = self.prefault_window // 2
-        #: whether the latest append went through the mapping (a single record
-        #: under ASYNC_FLUSH), which pages populated ahead save a fault each.
-        #: A batch clears it: pwrite needs no mapped page, and a populated one
-        #: costs its zeroing plus a TLB shootdown at every flush that cleans it.
+        #: whether pages are populated ahead of the writer (``prefault_wanted``
+        #: decides it each allocation round): worth it while most bytes are
+        #: small single records, which go through the mapping where its pages
+        #: are populated. Bytes written by pwrite need no mapped page, and a
+        #: populated one costs its zeroing and a TLB shootdown at each flush.
         self.mapped_appends = True
+        self._small_bytes = 0  # single records under _MAPPED_BELOW, this round
+        self._large_bytes = 0  # batches and larger single records, this round
 
     # -- offsets -------------------------------------------------------------
 
@@ -320,7 +324,15 @@ class CommitLog:
                 key = (topic, qid)
                 qoff = self.topic_queue_table.get(key, 0) if indexed else 0
                 # fmt: off
-                mapped = not self.write_through and size < _MAPPED_BELOW
+                # _through_mapping, inlined on the hot path
+                if size < _MAPPED_BELOW:
+                    self._small_bytes += size
+                    mapped = not self.write_through and (
+                        self.mapped_appends or pos + size <= seg.prefaulted or not _can_populate()
+                    )
+                else:
+                    self._large_bytes += size
+                    mapped = False
                 try:
                     if mapped:
                         _encode(seg.view, pos, qid, msg.flag, qoff, phys, sys_flag,
@@ -336,8 +348,7 @@ class CommitLog:
                     return _illegal(_unencodable(msg) or f"cannot encode the message: {exc}")
                 # fmt: on
                 seg.wrote = pos + size
-                self.mapped_appends = mapped  # _wrote_single, inlined on the hot path
-                if not mapped:
+                if not mapped:  # _wrote_single, inlined on the hot path
                     seg.prefaulted = max(seg.prefaulted, (pos + size) & _PAGE_MASK)
                 elif pos + size > seg.prefaulted - self._low_water and self.on_prefault_due:
                     self.on_prefault_due()
@@ -409,7 +420,7 @@ class CommitLog:
                 key = (topic, queue_id)
                 qoff = self.topic_queue_table.get(key, 0) if indexed else 0
                 # fmt: off
-                mapped = not self.write_through and size < _MAPPED_BELOW
+                mapped = self._through_mapping(seg, pos, size)
                 try:
                     if mapped:
                         _encode_derived(seg.view, pos, source, queue_id, qoff, phys, sys_flag,
@@ -554,21 +565,49 @@ class CommitLog:
                 # prefault would pay for ahead of them. Later single appends populate
                 # from here on.
                 seg.prefaulted = max(seg.prefaulted, (pos + total) & _PAGE_MASK)
-                self.mapped_appends = False
+                self._large_bytes += total
             finally:
                 self._lock_begin_ms = 0
         return PutResult(
             _PUT_OK, offsets[0], total, first, len(offsets), now, store, _offsets=offsets
         )
 
+    def _through_mapping(self, seg: Segment, pos: int, size: int) -> bool:
+        """Whether a single record of ``size`` bytes at ``seg[pos:]`` goes through the
+        mapping (else by pwrite), counted for ``prefault_wanted``.
+
+        Only small records: while pages are populated ahead of them
+        (``mapped_appends``), or where they are. Otherwise a fault on the
+        mapping would read around it, milliseconds on the event loop, for
+        the odd small record among batches (a transaction's op record).
+        """
+        if size >= _MAPPED_BELOW:
+            self._large_bytes += size
+            return False
+        self._small_bytes += size
+        if self.write_through:
+            return False
+        return self.mapped_appends or pos + size <= seg.prefaulted or not _can_populate()
+
     def _wrote_single(self, seg: Segment, end: int, mapped: bool) -> None:
         """After a single record up to ``end`` of ``seg``: keep the prefault ahead of
         appends through the mapping; a record written by ``pwrite`` wants none."""
-        self.mapped_appends = mapped
         if not mapped:
             seg.prefaulted = max(seg.prefaulted, end & _PAGE_MASK)
         elif end > seg.prefaulted - self._low_water and self.on_prefault_due:
             self.on_prefault_due()
+
+    def prefault_wanted(self) -> bool:
+        """Whether to populate pages ahead now (the allocation thread asks each round).
+
+        Yes while small single records brought more bytes than batches and large
+        records since the last round; a round without appends keeps the answer.
+        """
+        small, large = self._small_bytes, self._large_bytes
+        self._small_bytes = self._large_bytes = 0
+        if small or large:
+            self.mapped_appends = small > large
+        return self.mapped_appends and self.prefault_window > 0
 
     def _refuse_batch(self, kind: int, size: int) -> PutResult:
         """The result for a refusal of ``apogee.store.kernels.prepare_batch``."""

@@ -217,13 +217,13 @@ class FileMessageStore:
     def allocate(self) -> None:
         """The allocation thread's round: the next commit-log file, pages mapped ahead.
 
-        Pages are populated ahead only while appends go through the mapping
-        (``CommitLog.mapped_appends``): batches, written by ``pwrite``, would
-        pay for each populated page twice, its zeroing and a TLB shootdown
-        when a flush cleans it.
+        Pages are populated ahead only while most bytes are small single records,
+        which go through the mapping (``CommitLog.prefault_wanted``): batches,
+        written by ``pwrite``, would pay for each populated page twice, its
+        zeroing and a TLB shootdown when a flush cleans it.
         """
         log = self.commit_log
-        window = log.prefault_window if log.mapped_appends else 0
+        window = log.prefault_window if log.prefault_wanted() else 0
         if window:
             log.queue.prefault_ahead(window)
         # No room: the roll that needs the file says so and refuses the write.

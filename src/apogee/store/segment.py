@@ -49,6 +49,11 @@ MADV_POPULATE_WRITE = 23  # Linux 5.14+; the mmap module does not name it
 _POPULATE = {"ok": sys.platform == "linux"}
 
 
+def can_populate() -> bool:
+    """Whether pages can be populated ahead (False once the kernel refused it)."""
+    return _POPULATE["ok"]
+
+
 MS_SYNC = 4  # Linux <sys/mman.h>
 PAGE_SIZE = mmap.PAGESIZE
 

@@ -185,6 +185,8 @@ class SegmentQueue:
         seg = segs[-1]
         target = seg.wrote + window
         target -= target % OS_PAGE_SIZE
+        # written pages are left alone (after a restart, or pwrite), not mapped again
+        seg.prefaulted = max(seg.prefaulted, seg.wrote - seg.wrote % OS_PAGE_SIZE)
         return seg.prefault(target)
 
     # -- flushing ------------------------------------------------------------
