@@ -28,3 +28,10 @@ def vm_flags(path: Path) -> list[str]:
 def resident_kib(path: Path) -> int:
     """KiB of the mapping of ``path`` that are in this process's page tables (Rss)."""
     return int(_fields(path).get("Rss", "0 kB").split()[0])
+
+
+def dirty_kib(path: Path) -> int:
+    """KiB of the mapping of ``path`` that this process's page tables hold dirty."""
+    fields = _fields(path)
+    names = ("Private_Dirty", "Shared_Dirty")
+    return sum(int(fields.get(name, "0 kB").split()[0]) for name in names)
