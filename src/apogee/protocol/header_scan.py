@@ -116,6 +116,24 @@ class _Scanner:
     #: where the key read by ``key`` starts and how long it is (-1: escaped)
     key_at: cython.Py_ssize_t
     key_len: cython.Py_ssize_t
+    #: what ``fields`` read: the header's numbers, whether it had a code, its
+    #: remark and language (None: absent), its ext fields (a dict) or, for a
+    #: send's answer, whether they were there
+    code: cython.longlong
+    opaque: cython.longlong
+    flag: cython.longlong
+    version: cython.longlong
+    has_code: cython.bint
+    has_ext: cython.bint
+    remark: Any
+    language: object
+    ext: Any
+    #: what ``answer_ext`` picked out of a send answer's ext fields (-1: absent)
+    msg_id: Any
+    transaction_id: Any
+    region: Any
+    queue_id: cython.longlong
+    queue_offset: cython.longlong
 
     @cython.cfunc
     @cython.inline
@@ -289,82 +307,146 @@ class _Scanner:
         return self.integer() >= 0
 
     @cython.cfunc
-    def command(self, body: Any) -> object:  # noqa: PLR0915  # one pass, straight-line
-        """The command of the whole header; None to give up."""
-        code: cython.longlong = 0
-        opaque: cython.longlong = 0
-        flag: cython.longlong = 0
-        version: cython.longlong = 0
-        has_code: cython.bint = False
-        language: object = None
-        remark: Any = None
-        ext: Any = None
+    def fields(self, answer: cython.bint) -> cython.bint:  # noqa: PLR0915  # one pass
+        """Read the header object's fields into the scanner, to its end; False to give up.
+
+        The ext fields become ``ext``, a dict (``null``: empty; a second object
+        replaces the first, as the dict route's last key wins); with ``answer``
+        (a send's answer) ``answer_ext`` picks from them instead, and the
+        language is stepped over.
+        """
         field: cython.int
+        at: cython.Py_ssize_t
         if not self.expect(0x7B):  # {
-            return None
+            return False
         c: cython.uchar = self.ws()
         while c == 0x22:
             end: cython.Py_ssize_t = self.string_end()
             if end < 0 or self.key_len < 0:
-                return None
-            field = _field(self.p, self.key_at, self.key_len)
+                return False
+            at = self.key_at
+            field = _field(self.p, at, self.key_len)
             self.i = end + 1
-            if not self.expect(0x3A):
-                return None
+            if not self.expect(0x3A):  # :
+                return False
             c = self.ws()
             if field == _FIELD_EXT:
-                if c == 0x7B:
-                    ext = self.ext_fields()
-                    if ext is None:
-                        return None
+                if answer:
+                    # null, or a second object (it would replace the first)
+                    if c != 0x7B or self.has_ext or not self.answer_ext():
+                        return False
+                elif c == 0x7B:
+                    self.ext = self.ext_fields()
+                    if self.ext is None:
+                        return False
                 elif self.word(b"null", 4):
-                    ext = {}
+                    self.ext = {}
                 else:
-                    return None
-            elif field == _FIELD_LANGUAGE:
+                    return False
+                self.has_ext = True
+            elif field == _FIELD_LANGUAGE and not answer:
                 if c == 0x22:
-                    language = self.string()
-                    if language is None:
-                        return None
+                    self.language = self.string()
+                    if self.language is None:
+                        return False
                 elif self.integer() >= 0:
-                    language = self.number
+                    self.language = self.number
                 else:
-                    return None
+                    return False
             elif field == _FIELD_REMARK:
                 if c != 0x22:
-                    return None
-                remark = self.string()
-                if remark is None:
-                    return None
-            elif field == _FIELD_OTHER:
+                    return False
+                self.remark = self.string()
+                if self.remark is None:
+                    return False
+            elif field == _FIELD_LANGUAGE or field == _FIELD_OTHER:  # noqa: PLR1714, SIM109  # C compares
                 # orjson refuses a document with a key that is not UTF-8
-                if not _valid_utf8(self.p, self.key_at, end) or not self.skip_value():
-                    return None
+                if not _valid_utf8(self.p, at, end) or not self.skip_value():
+                    return False
             else:
                 # code, opaque, flag, version: an int that fits, else the dict route
                 if self.integer() < 0 or not _I32_MIN <= self.number <= _I32_MAX:
-                    return None
+                    return False
                 if field == _FIELD_CODE:
-                    code = self.number
-                    has_code = True
+                    self.code = self.number
+                    self.has_code = True
                 elif field == _FIELD_OPAQUE:
-                    opaque = self.number
+                    self.opaque = self.number
                 elif field == _FIELD_FLAG:
-                    flag = self.number
+                    self.flag = self.number
                 else:
-                    version = self.number
+                    self.version = self.number
             c = self.ws()
             self.i += 1
             if c == 0x7D:  # }
                 break
             if c != 0x2C:  # ,
-                return None
+                return False
             c = self.ws()
         else:
-            return None  # "{}" or a key that is not a string
+            return False  # "{}" or a key that is not a string
         self.ws()
-        if self.i != self.n or not has_code:
+        return self.i == self.n and self.has_code
+
+    @cython.cfunc
+    def answer_ext(self) -> cython.bint:
+        """Pick a send answer's fields out of the ext-field object at the position, past
+        it; False to give up."""
+        at: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        self.i += 1  # {
+        c: cython.uchar = self.ws()
+        while c != 0x7D:
+            if c != 0x22:
+                return False
+            end: cython.Py_ssize_t = self.string_end()
+            if end < 0 or self.key_len < 0:
+                return False
+            at = self.key_at
+            n = self.key_len
+            self.i = end + 1
+            if not self.expect(0x3A):
+                return False
+            c = self.ws()
+            if n == 5 and same_at(self.p, at, b"msgId", 5):
+                self.msg_id = self.string() if c == 0x22 else None
+                if self.msg_id is None:
+                    return False
+            elif n == 7 and same_at(self.p, at, b"queueId", 7):
+                self.queue_id = _quoted_count(self) if c == 0x22 else -1
+                if self.queue_id < 0:
+                    return False
+            elif n == 11 and same_at(self.p, at, b"queueOffset", 11):
+                self.queue_offset = _quoted_count(self) if c == 0x22 else -1
+                if self.queue_offset < 0:
+                    return False
+            elif n == 13 and same_at(self.p, at, b"transactionId", 13):
+                self.transaction_id = self.string() if c == 0x22 else None
+                if self.transaction_id is None:
+                    return False
+            elif n == 10 and same_at(self.p, at, b"MSG_REGION", 10):
+                self.region = self.string() if c == 0x22 else None
+                if self.region is None:
+                    return False
+            elif not _valid_utf8(self.p, at, end) or not self.skip_value():
+                return False
+            c = self.ws()
+            if c == 0x2C:  # ,
+                self.i += 1
+                c = self.ws()
+                if c == 0x7D:  # a trailing comma
+                    return False
+            elif c != 0x7D:
+                return False
+        self.i += 1  # }
+        return True
+
+    @cython.cfunc
+    def command(self, body: Any) -> object:
+        """The command of the whole header; None to give up."""
+        if not self.fields(False):
             return None
+        language = self.language
         if language is None:
             lang = _JAVA  # what the dict route makes of an absent language
         else:
@@ -372,13 +454,14 @@ class _Scanner:
             if known is None:  # a number or an unknown name: the dict route's quirks decide
                 return None
             lang = known
+        ext = self.ext
         return new_command(
-            code,
+            self.code,
             lang,
-            version,
-            opaque,
-            flag,
-            remark,
+            self.version,
+            self.opaque,
+            self.flag,
+            self.remark,
             {} if ext is None else ext,
             body,
             _JSON,
@@ -857,111 +940,11 @@ def _quoted_count(s: _Scanner) -> cython.longlong:
 
 
 @cython.cfunc
-def _answer(s: _Scanner) -> object:  # noqa: PLR0915  # one pass, straight-line
-    code: cython.longlong = 0
-    opaque: cython.longlong = 0
-    flag: cython.longlong = 0
-    has_code: cython.bint = False
-    has_ext: cython.bint = False
-    remark: Any = None
-    msg_id: Any = None
-    transaction_id: Any = None
-    region: Any = None
-    queue_id: cython.longlong = -1
-    offset: cython.longlong = -1
-    field: cython.int
-    at: cython.Py_ssize_t
-    n: cython.Py_ssize_t
-    if not s.expect(0x7B):  # {
+def _answer(s: _Scanner) -> object:
+    s.queue_id = s.queue_offset = -1
+    if not s.fields(True) or not s.flag & 1 or s.msg_id is None:
         return None
-    c: cython.uchar = s.ws()
-    while c == 0x22:
-        end: cython.Py_ssize_t = s.string_end()
-        if end < 0 or s.key_len < 0:
-            return None
-        field = _field(s.p, s.key_at, s.key_len)
-        at = s.key_at
-        s.i = end + 1
-        if not s.expect(0x3A):  # :
-            return None
-        c = s.ws()
-        if field == _FIELD_EXT:
-            if c != 0x7B or has_ext:  # null, or a second object (it would replace the first)
-                return None
-            has_ext = True
-            s.i += 1
-            c = s.ws()
-            while c != 0x7D:
-                if c != 0x22:
-                    return None
-                end = s.string_end()
-                if end < 0 or s.key_len < 0:
-                    return None
-                at = s.key_at
-                n = s.key_len
-                s.i = end + 1
-                if not s.expect(0x3A):
-                    return None
-                c = s.ws()
-                if n == 5 and same_at(s.p, at, b"msgId", 5):
-                    msg_id = s.string() if c == 0x22 else None
-                    if msg_id is None:
-                        return None
-                elif n == 7 and same_at(s.p, at, b"queueId", 7):
-                    queue_id = _quoted_count(s) if c == 0x22 else -1
-                    if queue_id < 0:
-                        return None
-                elif n == 11 and same_at(s.p, at, b"queueOffset", 11):
-                    offset = _quoted_count(s) if c == 0x22 else -1
-                    if offset < 0:
-                        return None
-                elif n == 13 and same_at(s.p, at, b"transactionId", 13):
-                    transaction_id = s.string() if c == 0x22 else None
-                    if transaction_id is None:
-                        return None
-                elif n == 10 and same_at(s.p, at, b"MSG_REGION", 10):
-                    region = s.string() if c == 0x22 else None
-                    if region is None:
-                        return None
-                elif not _valid_utf8(s.p, at, end) or not s.skip_value():
-                    return None
-                c = s.ws()
-                if c == 0x2C:  # ,
-                    s.i += 1
-                    c = s.ws()
-                    if c == 0x7D:  # a trailing comma
-                        return None
-                elif c != 0x7D:
-                    return None
-            s.i += 1  # }
-        elif field == _FIELD_REMARK:
-            remark = s.string() if c == 0x22 else None
-            if remark is None:
-                return None
-        elif field == _FIELD_LANGUAGE or field == _FIELD_OTHER:  # noqa: PLR1714, SIM109  # C compares
-            if not _valid_utf8(s.p, at, end) or not s.skip_value():
-                return None
-        else:
-            # code, opaque, flag, version: an int that fits, else the full decode
-            if s.integer() < 0 or not _I32_MIN <= s.number <= _I32_MAX:
-                return None
-            if field == _FIELD_CODE:
-                code = s.number
-                has_code = True
-            elif field == _FIELD_OPAQUE:
-                opaque = s.number
-            elif field == _FIELD_FLAG:
-                flag = s.number
-        c = s.ws()
-        s.i += 1
-        if c == 0x7D:  # }
-            break
-        if c != 0x2C:  # ,
-            return None
-        c = s.ws()
-    else:
-        return None  # "{}" or a key that is not a string
-    s.ws()
-    if s.i != s.n or not has_code or not flag & 1 or msg_id is None or queue_id < 0 or offset < 0:
+    if s.queue_id < 0 or s.queue_offset < 0:
         return None
-    return (opaque, code, remark, msg_id, queue_id, offset, transaction_id, region)
+    return (s.opaque, s.code, s.remark, s.msg_id, s.queue_id, s.queue_offset,
+            s.transaction_id, s.region)  # fmt: skip
