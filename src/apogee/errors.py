@@ -125,6 +125,14 @@ class DiskFullError(StoreError):
     """
 
 
+class StoreWriteError(StoreError):
+    """The file system refused appended bytes (a failed ``pwrite``, EIO).
+
+    The bytes stay out of every reader's sight, and the store refuses writes
+    until a restart, whose recovery ends the log at its last whole record.
+    """
+
+
 class StoreCorruptionError(StoreError):
     """Store files disagree with each other beyond what recovery repairs."""
 

@@ -54,7 +54,7 @@ from typing import Final
 from zlib_ng.zlib_ng import crc32
 
 from apogee._util.clock import Clock
-from apogee.errors import DiskFullError, StoreError
+from apogee.errors import DiskFullError, StoreError, StoreWriteError
 from apogee.model.kernels import message_fields
 from apogee.model.message import (
     BORNHOST_V6_FLAG,
@@ -214,6 +214,11 @@ class CommitLog:
         self.on_committed: Callable[[int], None] | None = None
         #: told why, when a put finds no room on disk for the next file
         self.on_disk_full: Callable[[str], None] | None = None
+        #: told why, when the file system refuses pending bytes (``_commit_locked``)
+        self.on_write_failed: Callable[[str], None] | None = None
+        #: why the file system refused pending bytes ("": it did not); they then
+        #: stay pending, never written nor read, and no write is tried again
+        self.write_refused = ""
         #: called (with the put lock held) when a deferred append finds no
         #: pending bytes: the owner schedules its next ``commit``
         self.on_pending: Callable[[], None] | None = None
@@ -699,8 +704,16 @@ class CommitLog:
     def _commit_locked(self) -> None:
         n = self._pending_len
         seg = self._pending_seg
-        if n and seg is not None:
-            _pwrite(seg.fd, self._pending, n, self._pending_pos)
+        if n and seg is not None and not self.write_refused:
+            try:
+                _pwrite(seg.fd, self._pending, n, self._pending_pos)
+            except OSError as exc:
+                # The bytes stay pending: readers and the dispatcher stop before them
+                # (``readable_end``), and the store takes no write after this one.
+                self.write_refused = reason = f"commit-log write failed: {exc.strerror or exc}"
+                if self.on_write_failed is not None:
+                    self.on_write_failed(reason)
+                raise StoreWriteError(reason) from exc
             self._pending_len = 0
             self._pending_seg = None
             if self.on_committed is not None:

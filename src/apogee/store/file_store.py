@@ -44,7 +44,13 @@ from typing import Any
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee._util.fileio import fsync_dir
-from apogee.errors import DiskFullError, ProtocolError, StoreError, StoreInUseError
+from apogee.errors import (
+    DiskFullError,
+    ProtocolError,
+    StoreError,
+    StoreInUseError,
+    StoreWriteError,
+)
 from apogee.model.message import MessageExt, StoreBatch, StoreMessage
 from apogee.model.message_codec import decode_record
 from apogee.store import group_sync, replication
@@ -124,6 +130,7 @@ class FileMessageStore:
         self._next_room_check = 0.0
         self._abort_written = False
         self.commit_log.on_disk_full = self.mark_disk_full
+        self.commit_log.on_write_failed = self.mark_fault
         self.group_commit: GroupCommitService | None = None
         self.services: list[ServiceThread] = self._make_services()
         self._dispatcher: CallService | None = None
@@ -355,7 +362,13 @@ class FileMessageStore:
 
     def commit(self) -> None:
         """Write pending SYNC_FLUSH appends to the file (see ``start(loop_driven=...)``)."""
-        self.commit_log.commit()
+        self._commit_pending()
+
+    def _commit_pending(self) -> None:
+        # After a refused write the store is faulted and the refused bytes stay
+        # pending, out of sight: what lies before them is still dispatched and read.
+        with contextlib.suppress(StoreWriteError):
+            self.commit_log.commit()
 
     def on_pending_commit(self, schedule: Callable[[], None] | None) -> None:
         """Have ``schedule`` called when a loop-driven append leaves the first pending
@@ -364,7 +377,10 @@ class FileMessageStore:
 
     def put(self, msg: StoreMessage) -> PutResult:
         if self._writable:
-            return self._appended(self.commit_log.append(msg))
+            try:
+                return self._appended(self.commit_log.append(msg))
+            except StoreWriteError as exc:
+                return self._write_failed(exc)
         return self._refused()
 
     def put_derived(  # noqa: PLR0917  # the fields that change
@@ -379,16 +395,22 @@ class FileMessageStore:
         """Append a copy of a stored record with another topic, queue, transaction
         type, prepared offset and properties (``CommitLog.append_derived``)."""
         if self._writable:
-            return self._appended(
-                self.commit_log.append_derived(
-                    source, topic, queue_id, transaction_type, prepared, properties
+            try:
+                return self._appended(
+                    self.commit_log.append_derived(
+                        source, topic, queue_id, transaction_type, prepared, properties
+                    )
                 )
-            )
+            except StoreWriteError as exc:
+                return self._write_failed(exc)
         return self._refused()
 
     def put_batch(self, batch: StoreBatch) -> PutResult:
         if self._writable:
-            return self._appended(self.commit_log.append_batch(batch))
+            try:
+                return self._appended(self.commit_log.append_batch(batch))
+            except StoreWriteError as exc:
+                return self._write_failed(exc)
         return self._refused()
 
     def _appended(self, result: PutResult) -> PutResult:
@@ -399,6 +421,12 @@ class FileMessageStore:
         else:
             self.stats["put_failed"] += 1
         return result
+
+    def _write_failed(self, exc: StoreWriteError) -> PutResult:
+        """The answer to the put whose bytes the file system refused (the store is
+        faulted by then: ``CommitLog.on_write_failed``)."""
+        self.stats["put_failed"] += 1
+        return PutResult(PutStatus.UNKNOWN_ERROR, reason=str(exc))
 
     def _refused(self) -> PutResult:
         """The answer to a put while the store takes no writes, counted as failed."""
@@ -458,7 +486,7 @@ class FileMessageStore:
     # -- steps -------------------------------------------------------------
 
     def dispatch_step(self, max_records: int = 1024) -> int:
-        self.commit_log.commit()  # pending write-through bytes first: dispatch reads files
+        self._commit_pending()  # pending write-through bytes first: dispatch reads files
         room = (
             bool(self.disk_full_reason)
             and time.monotonic() >= self._next_room_check
@@ -639,7 +667,7 @@ class FileMessageStore:
         # Each step may fail on a full or failing disk; the store still closes,
         # and leaves its abort file so the next open recovers from the log.
         try:
-            self.commit_log.commit()
+            self._commit_pending()
             while self.reput.step(4096):
                 pass
         except (DiskFullError, OSError) as exc:
