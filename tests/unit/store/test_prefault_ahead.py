@@ -13,15 +13,25 @@ from pathlib import Path
 import pytest
 
 from apogee.model.message import BatchItem, StoreBatch
-from apogee.model.message_codec import iter_records
+from apogee.store.config import StoreConfig
 from apogee.store.file_store import FileMessageStore
 from apogee.store.results import PutStatus
 from apogee.store.segment import segment_name
 from apogee.testing.store import message, small_config
 from tests.harness.smaps import dirty_kib, resident_kib
+from tests.harness.store_reads import stored_bodies
 
 SEGMENT = 16 << 20
 WINDOW = 1 << 20
+
+
+def _config(tmp_path: Path) -> StoreConfig:
+    return small_config(
+        tmp_path,
+        mapped_file_size_commit_log_bytes=SEGMENT,
+        max_message_size_bytes=1 << 20,
+        prefault_ahead_bytes=WINDOW,
+    )
 
 
 def batch() -> StoreBatch:
@@ -29,12 +39,7 @@ def batch() -> StoreBatch:
 
 
 def test_batches_map_nothing_ahead_and_single_appends_do(tmp_path: Path) -> None:
-    config = small_config(
-        tmp_path,
-        mapped_file_size_commit_log_bytes=SEGMENT,
-        max_message_size_bytes=1 << 20,
-        prefault_ahead_bytes=WINDOW,
-    )
+    config = _config(tmp_path)
     store = FileMessageStore.open(config)
     log_dir = config.commit_log_dir
     first, spare = log_dir / segment_name(0), log_dir / segment_name(SEGMENT)
@@ -63,24 +68,14 @@ def test_batches_map_nothing_ahead_and_single_appends_do(tmp_path: Path) -> None
         mapped = resident_kib(first)
         store.allocate()  # batches again: nothing more is mapped
         assert resident_kib(first) == mapped
-        while store.dispatch_step():
-            pass
-        got = store.get("TopicTest", 0, 0, 2)
-        records = b"".join(bytes(v) for v in got.messages)
-        got.release()
-        assert [m.body for m in iter_records(records)] == [bytes(1024), b"mapped"]
+        assert stored_bodies(store) == [bytes(1024), b"mapped"]
     finally:
         store.close()
 
 
 def test_a_large_single_record_is_written_by_pwrite(tmp_path: Path) -> None:
     # a batch of half messages is stored as one such record
-    config = small_config(
-        tmp_path,
-        mapped_file_size_commit_log_bytes=SEGMENT,
-        max_message_size_bytes=1 << 20,
-        prefault_ahead_bytes=WINDOW,
-    )
+    config = _config(tmp_path)
     store = FileMessageStore.open(config)
     first = config.commit_log_dir / segment_name(0)
     body = bytes(range(256)) * 80  # 20 KiB, NUL bytes included
@@ -92,22 +87,13 @@ def test_a_large_single_record_is_written_by_pwrite(tmp_path: Path) -> None:
         # a small one among them (a transaction's op record) goes by pwrite too
         assert store.put(message(body=b"small")).status is PutStatus.PUT_OK
         assert resident_kib(first) == 0
-        store.dispatch_step()
-        got = store.get("TopicTest", 0, 0, 10)
-        records = b"".join(bytes(v) for v in got.messages)
-        got.release()
-        assert [m.body for m in iter_records(records)] == [body, b"small"]
+        assert stored_bodies(store) == [body, b"small"]
     finally:
         store.close()
 
 
 def test_after_a_restart_only_pages_past_the_end_are_populated(tmp_path: Path) -> None:
-    config = small_config(
-        tmp_path,
-        mapped_file_size_commit_log_bytes=SEGMENT,
-        max_message_size_bytes=1 << 20,
-        prefault_ahead_bytes=WINDOW,
-    )
+    config = _config(tmp_path)
     store = FileMessageStore.open(config)
     for _ in range(30):  # 3 MiB written
         assert store.put_batch(batch()).status is PutStatus.PUT_OK

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from apogee.model.message import BatchItem, StoreBatch
-from apogee.model.message_codec import iter_records
 from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
 from apogee.store.results import PutResult, PutStatus
 from apogee.testing.store import message, small_config
+from tests.harness.store_reads import stored_bodies
 
 SEGMENT = 4 << 20
 
@@ -33,15 +33,6 @@ PUTS: dict[str, Callable[[FileMessageStore, bytes], PutResult]] = {
     "batch": lambda store, body: store.put_batch(_batch(body)),
     "large single": lambda store, body: store.put(message(body=body * 20)),
 }
-
-
-def _bodies(store: FileMessageStore) -> list[bytes]:
-    while store.dispatch_step():
-        pass
-    got = store.get("TopicTest", 0, 0, 100)
-    data = b"".join(bytes(v) for v in got.messages)
-    got.release()
-    return [m.body for m in iter_records(data)]
 
 
 def _refuse_writes(store: FileMessageStore) -> None:
@@ -67,7 +58,7 @@ def test_a_refused_write_fails_its_put_and_later_ones_until_a_restart(
     store = FileMessageStore.open(config)
     good = bytes(range(256)) * 4  # 1 KiB, NUL bytes included
     assert PUTS[kind](store, good).status is PutStatus.PUT_OK
-    before = _bodies(store)
+    before = stored_bodies(store)
     _refuse_writes(store)
 
     failed = PUTS[kind](store, b"lost" * 256)
@@ -76,14 +67,14 @@ def test_a_refused_write_fails_its_put_and_later_ones_until_a_restart(
     assert "commit-log write failed" in failed.reason
     assert store.fault  # the store says why, and takes no write after this one
     assert store.put(message(body=b"after")).status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert _bodies(store) == before  # the refused bytes are never read
+    assert stored_bodies(store) == before  # the refused bytes are never read
     store.close()
 
     reopened = FileMessageStore.open(config)
     try:
         assert not reopened.fault
-        assert _bodies(reopened) == before
+        assert stored_bodies(reopened) == before
         assert reopened.put(message(body=b"after restart")).status is PutStatus.PUT_OK
-        assert _bodies(reopened) == [*before, b"after restart"]
+        assert stored_bodies(reopened) == [*before, b"after restart"]
     finally:
         reopened.close()
