@@ -2,8 +2,10 @@
 
 The in-process twin of ``end_transaction.py``, for profiling: a broker runs in
 this process on a temporary store, half messages are stored by
-SEND_MESSAGE_V2 frames (PREPARED, one message of 1 KiB each: a PREPARED batch
-would be one transaction, ended once), then
+SEND_MESSAGE_V2 frames (PREPARED, one message of 1 KiB each), or with
+``--batch N`` by SEND_BATCH_MESSAGE frames of N messages each (one half record
+per batch, one transaction ended once: what the Spark sink's exactly-once mode
+sends), then
 oneway END_TRANSACTION frames naming them (COMMIT, or ROLLBACK with
 ``--rollback``) are handed to a server-side ``Connection`` whose transport
 drops what is written, ``--per-read`` frames per ``data_received`` (a socket
@@ -15,6 +17,7 @@ cycle collector set up as in an ``apogee broker`` process.
 
     .venv/bin/python benchmarks/end_transaction_cost.py --count 20000 --rounds 5
     .venv/bin/python benchmarks/end_transaction_cost.py --profile 30   # cProfile, by own time
+    .venv/bin/python benchmarks/end_transaction_cost.py --batch 125 --count 800
 
 Not a test: nothing here asserts a speed.
 """
@@ -32,11 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cost_frames import DiscardTransport, send_frame
+from cost_frames import DiscardTransport, send_frame, uniq_key
 
 from apogee.cli.process import GC_THRESHOLD, freeze_startup_objects
 from apogee.codes import RequestCode
-from apogee.model.message import TRANSACTION_PREPARED_TYPE
+from apogee.model.message import TRANSACTION_PREPARED_TYPE, Message
+from apogee.model.message_codec import encode_batch
 from apogee.model.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from apogee.protocol import headers as h
 from apogee.protocol.command import RemotingCommand
@@ -48,9 +52,29 @@ TOPIC = "endtx_cost"
 GROUP = "endtx_pg"
 
 
-def half_frames(count: int, first: int) -> list[bytes]:
+def half_frames(count: int, first: int, batch: int) -> list[bytes]:
     body = os.urandom(1024)
     props = f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02TXN\x01s:1:t\x02"
+    if batch:
+        return [
+            send_frame(
+                TOPIC,
+                i % 4,
+                encode_batch(
+                    [
+                        Message(
+                            TOPIC, body, properties={"UNIQ_KEY": uniq_key((first + i) * batch + j)}
+                        )
+                        for j in range(batch)
+                    ]
+                ),
+                properties=f"{props}UNIQ_KEY\x01{first + i:032X}\x02",
+                sys_flag=TRANSACTION_PREPARED_TYPE,
+                group=GROUP,
+                batch=True,
+            )
+            for i in range(count)
+        ]
     return [
         send_frame(
             TOPIC,
@@ -96,7 +120,7 @@ async def one_round(broker: Any, conn: Any, args: argparse.Namespace, profile: b
     store = broker.store
     first = store.max_offset_in_queue(TRANS_HALF_TOPIC, 0)
     ops = store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
-    await feed(conn, half_frames(args.count, first), 64)
+    await feed(conn, half_frames(args.count, first, args.batch), 64)
     while store.max_offset_in_queue(TRANS_HALF_TOPIC, 0) < first + args.count:
         await asyncio.sleep(0.001)
     frames = end_frames(broker, first, args.count, 12 if args.rollback else 8)
@@ -145,6 +169,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--per-read", type=int, default=200, help="frames per data_received")
     parser.add_argument("--rollback", action="store_true")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="N messages per half (a batch half, as the Spark sink's)",
+    )
     parser.add_argument("--profile", type=int, default=0, help="print the top N by own time")
     parser.add_argument("--callers", help="with --profile: who calls the functions matching this")
     run(measure(parser.parse_args()))
