@@ -119,8 +119,9 @@ class Broker(BrokerBase):
         exporter = store = None
         try:
             exporter = start_metrics(config, lambda: metrics[0].build() if metrics else iter(()))
-            arrival = base.holds.on_arrival if config.long_polling_enable else None
-            store = await asyncio.to_thread(open_store, config, clock, arrival, recovery_progress)
+            store = await asyncio.to_thread(open_store, config, clock, None, recovery_progress)
+            if config.long_polling_enable:  # a listener only while pulls are parked
+                base.holds.bind_arrivals(store.set_arrival_listener)
             base.topics.adopt_stored(store.topics())
             transactions = await asyncio.to_thread(_recover_transactions, store, base.offsets)
             store.start(loop_driven=True)

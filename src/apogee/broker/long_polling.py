@@ -13,6 +13,14 @@ and answered with the original opaque. Arrivals come from the store's
 dispatch step, which runs on the event loop; woken pulls are re-run in loop
 callbacks after that step, never inside it.
 
+The store hears of arrivals only while a pull is parked: ``bind_arrivals``
+names the store's switch, which gets ``on_arrival`` when the first pull
+parks and None when the last one leaves. Without a listener, dispatching a
+message costs no call per message (a put-heavy broker with no consumer
+waiting makes no such call at all). Dispatch and parking both run on the
+loop, so no message is dispatched between a pull finding nothing and its
+parking.
+
 Safety net (RocketMQ's checkHoldRequest): every ``check_interval_s`` each
 parked pull whose queue's max offset has gone past its offset is woken
 whatever the tag, in case an arrival was not heard; the re-run answers it
@@ -68,6 +76,8 @@ log = logging.getLogger(__name__)
 
 Resume = Callable[[RequestContext, PullMessageRequestHeader], None]
 MaxOffset = Callable[[str, int], int]
+#: the store's arrival listener: (topic, queue id, queue offset, tag code, store time)
+Arrival = Callable[[str, int, int, int, int], None]
 
 #: Width of one deadline slot: a pull is answered at most this late after its hold time.
 TICK_S = 0.05
@@ -159,6 +169,7 @@ class PullHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._max_offset: MaxOffset | None = None
         self._check: asyncio.TimerHandle | None = None
+        self._switch: Callable[[Arrival | None], None] | None = None
         self.max_parked = max_parked
         self.max_per_connection = max_per_connection
         self.check_interval_s = check_interval_s
@@ -168,6 +179,12 @@ class PullHoldService:
     def bind(self, resume: Resume) -> None:
         """Name the function that runs a woken pull again (the pull handler)."""
         self._resume = resume
+
+    def bind_arrivals(self, switch: Callable[[Arrival | None], None]) -> None:
+        """Have ``switch`` (the store's ``set_arrival_listener``) given ``on_arrival``
+        while any pull is parked, and None while none is."""
+        self._switch = switch
+        switch(self.on_arrival if self._count else None)
 
     def start_checks(self, max_offset: MaxOffset) -> None:
         """Run the periodic check (see the module docstring) against ``max_offset``."""
@@ -228,6 +245,8 @@ class PullHoldService:
         self._due.setdefault(tick, {})[seq] = None
         peer.pulls[seq] = None
         self._count += 1
+        if self._count == 1 and self._switch is not None:
+            self._switch(self.on_arrival)  # the first parked pull: arrivals are wanted
         return True
 
     def _shared(self, codes: frozenset[int]) -> Codes:
@@ -270,6 +289,8 @@ class PullHoldService:
                 del self._peers[number]
                 del self._peer_numbers[peer.responder]
         self._count -= 1
+        if not self._count and self._switch is not None:
+            self._switch(None)  # nothing parked: nobody to tell of arrivals
         return record, peer
 
     def connection_closed(self, conn: Responder) -> None:

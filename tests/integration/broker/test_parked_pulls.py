@@ -224,3 +224,29 @@ async def test_a_parked_tag_pull_gets_a_delayed_message_when_it_is_delivered(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_the_store_tells_of_arrivals_only_while_a_pull_is_parked(tmp_path: Path) -> None:
+    # The periodic check is pushed out of reach: only an arrival can wake the pull.
+    async with (
+        run_broker(tmp_path / "store", pull_hold_check_interval_ms=600_000) as broker,
+        RemotingClient() as client,
+    ):
+        store = broker.store
+        assert store is not None
+        assert (await send(client, broker.address, "T", b"first")).code == ResponseCode.SUCCESS
+        assert store.reput.arrival is None  # nothing parked: no call per dispatched message
+        for round_ in range(2):
+            parked = asyncio.ensure_future(
+                pull(client, broker.address, "T", 0, 1 + round_, sys_flag=SUSPEND,
+                     suspend_ms=20_000, timeout_s=30)
+            )  # fmt: skip
+            await eventually(lambda: _async(len(broker.holds) == 1))
+            assert store.reput.arrival is not None
+            body = f"arrived {round_}".encode()
+            assert (await send(client, broker.address, "T", body)).code == ResponseCode.SUCCESS
+            answer = await asyncio.wait_for(parked, 5)  # woken by the arrival, not the 20 s
+            assert answer.code == ResponseCode.SUCCESS
+            assert [m.body for m in iter_records(answer.body or b"")] == [body]
+            assert len(broker.holds) == 0
+            assert store.reput.arrival is None
