@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ from apogee.store.kernels import (
     index_work,
     prepare_batch,
     pwrite_all,
+    take_handoff,
     write_units,
 )
 from apogee.testing.store import message, small_config
@@ -504,6 +506,44 @@ def test_write_units_refuses_a_field_past_its_width(bad: DispatchEntry) -> None:
 def test_write_units_refuses_a_unit_past_the_view() -> None:
     with pytest.raises(struct.error):
         write_units(memoryview(bytearray(30)), 0, 20, 60, [entry(1)], 0, 1, "T", 3)
+
+
+# -- the reput's hand-off --------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 500)), max_size=12),
+    st.integers(0, 6000),
+    st.integers(0, 15),
+)
+def test_take_handoff_moves_the_entries_that_continue_the_log(
+    records: list[tuple[int, int]], limit: int, budget: int
+) -> None:
+    # (gap before it, size): a gap breaks the run, as a record parsed from the log would
+    entries: list[DispatchEntry] = []
+    phys = 1000
+    for gap, size in records:
+        phys += gap
+        entries.append(entry(len(entries), phys=phys, size=size))
+        phys += size
+    handoff = deque(entries)
+    taken: list[DispatchEntry] = [entry(99)]
+    cursor = 1000
+    expect: list[DispatchEntry] = []
+    for e in entries:  # the reference: the definition, one entry at a time
+        if len(expect) == budget or e[2] != cursor or e[2] + e[3] > 1000 + limit:
+            break
+        expect.append(e)
+        cursor += e[3]
+    assert take_handoff(handoff, taken, 1000, 1000 + limit, budget) == (len(expect), cursor)
+    assert taken == [entry(99), *expect]
+    assert list(handoff) == entries[len(expect) :]
+
+
+def test_take_handoff_refuses_an_entry_that_is_not_a_tuple() -> None:
+    with pytest.raises(TypeError):
+        take_handoff(deque([[0, 0, 0, 10]]), [], 0, 100, 5)
 
 
 # -- index work -----------------------------------------------------------------------

@@ -3,7 +3,8 @@
 """The store's compiled kernels: batches, consume-queue units, index entries, pwrite.
 
 Owns: :func:`prepare_batch` and :func:`encode_batch` (a batch send into
-commit-log records and their hand-off entries), :func:`write_units` (a run of
+commit-log records and their hand-off entries), :func:`take_handoff` (the
+entries that continue the log, for the reput), :func:`write_units` (a run of
 consume-queue units into one segment), :func:`index_work` and
 :func:`index_put` (key hashes of dispatched records, and putting them into a
 mapped index file) and :func:`pwrite_all` (a buffer into a file, all of it).
@@ -551,6 +552,44 @@ def _encode_derived(  # noqa: PLR0917
     put32(out, at, cython.cast(cython.int, size))
     put32(out, at + 4, MAGIC_V1)
     return 0
+
+
+# -- the reput's hand-off ------------------------------------------------------------
+
+
+def take_handoff(
+    handoff: object,
+    taken: Entries,
+    cursor: cython.longlong,
+    limit: cython.longlong,
+    budget: cython.longlong,
+) -> tuple[int, int]:
+    """Move the entries at the front of ``handoff`` that continue the log to ``taken``.
+
+    From the front of ``handoff`` (a deque of hand-off entries), while an
+    entry's physical offset is ``cursor`` and its record ends by ``limit``
+    (``cursor`` then moves to that end), at most ``budget`` entries. Returns
+    (how many moved, the cursor after them). The reput's fast lane: records
+    this process appended are dispatched from their entries, not parsed.
+
+    Raises:
+        TypeError: an entry is not a tuple.
+    """
+    n: cython.longlong = 0
+    popleft = handoff.popleft  # type: ignore[attr-defined]
+    while n < budget and handoff:
+        entry: object = handoff[0]  # type: ignore[index]
+        if not isinstance(entry, tuple):
+            raise TypeError("hand-off entries are tuples")
+        t = cython.cast(tuple, entry)
+        phys: cython.longlong = t[2]
+        size: cython.longlong = t[3]
+        if phys != cursor or size > limit - cursor:
+            break
+        taken.append(popleft())
+        cursor += size
+        n += 1
+    return n, cursor
 
 
 # -- consume queues ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from apogee.store.dispatch import (
     parse_run,
 )
 from apogee.store.interface import ArrivalListener
+from apogee.store.kernels import take_handoff as _take_handoff
 
 _TX_MASK = 0xC
 _NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
@@ -111,14 +112,9 @@ class Reput:
         while done < max_records:
             # Fast lane: hand-off entries that continue the cursor exactly.
             mark = len(taken)
-            while handoff and done < max_records:
-                entry = handoff[0]
-                if entry[2] != cursor or cursor + entry[3] > limit:
-                    break
-                taken.append(handoff.popleft())
-                cursor += entry[3]
-                done += 1
-            if len(taken) > mark:
+            moved, cursor = _take_handoff(handoff, taken, cursor, limit, max_records - done)
+            if moved:
+                done += moved
                 self._queue(taken, mark)
                 self.reput_from = cursor
             if done >= max_records:
