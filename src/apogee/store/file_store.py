@@ -130,7 +130,7 @@ class FileMessageStore:
         self._next_room_check = 0.0
         self._abort_written = False
         self.commit_log.on_disk_full = self.mark_disk_full
-        self.commit_log.on_write_failed = self.mark_fault
+        self.commit_log.on_write_failed = self._write_refused
         self.group_commit: GroupCommitService | None = None
         self.services: list[ServiceThread] = self._make_services()
         self._dispatcher: CallService | None = None
@@ -324,6 +324,13 @@ class FileMessageStore:
                       self.commit_log.queue.flushed_offset)  # fmt: skip
             self.fault = reason
         self._writable = False
+
+    def _write_refused(self, reason: str) -> None:
+        """The file system refused pending bytes: fault, and answer their sync waiters."""
+        self.mark_fault(reason)
+        if self.group_commit is not None:
+            # the refused bytes stay pending: the files end where they begin
+            self.group_commit.refuse_past(self.commit_log.readable_end)
 
     def _room_again(self) -> bool:
         """Whether the work a full disk held back can be done now (then it is done)."""

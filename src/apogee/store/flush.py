@@ -147,6 +147,9 @@ def _done(status: PutStatus) -> Future[PutStatus]:
     return fut
 
 
+_NEVER = 1 << 63  # past every log offset
+
+
 def _answer(done: list[tuple[_Generation, PutStatus]]) -> None:
     # Outside every lock: a waiter's callback may put and request again.
     for g, status in done:
@@ -171,6 +174,8 @@ class GroupCommitService(ServiceThread):
         self._on_synced = on_synced
         self._on_failed = on_failed
         self._failed = False
+        #: where bytes that will never reach the file begin (a refused write)
+        self._refused_from = _NEVER
         self._timed_out = _done(PutStatus.FLUSH_DISK_TIMEOUT)
         self._clock = clock
         self._timeout_s = timeout_ms / 1000
@@ -232,7 +237,7 @@ class GroupCommitService(ServiceThread):
         """A future that completes when a sync covers ``end_offset``."""
         if end_offset <= self._synced:
             return self._ok
-        if self._failed:
+        if self._failed or end_offset > self._refused_from:
             return self._timed_out  # nothing will ever vouch for these bytes
         with self._lock:
             gen = self._current
@@ -290,12 +295,21 @@ class GroupCommitService(ServiceThread):
         for g in self._pending:
             if flushed >= g.max_end:
                 done.append((g, PutStatus.PUT_OK))
-            elif now >= g.deadline or self._failed:
+            elif now >= g.deadline or self._failed or g.max_end > self._refused_from:
                 done.append((g, PutStatus.FLUSH_DISK_TIMEOUT))
             else:
                 still.append(g)
         self._pending = still
         return done
+
+    def refuse_past(self, offset: int) -> None:
+        """No byte from ``offset`` on will reach the file (the file system refused
+        their write): answer FLUSH_DISK_TIMEOUT now to the waiters for any of them,
+        and at once to later requests; bytes before it are synced as before."""
+        with self._round_lock:
+            self._refused_from = min(self._refused_from, offset)
+            done = self._take_done(self._synced)
+        _answer(done)
 
     def settle(self, flushed: int, status: PutStatus = PutStatus.FLUSH_DISK_TIMEOUT) -> None:
         """Answer every waiter once the services stopped: PUT_OK up to ``flushed``

@@ -7,11 +7,13 @@ opened read-only on the same file, so ``pwrite`` fails with EBADF.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from apogee.model.message import BatchItem, StoreBatch
 from apogee.store.config import FlushDiskType
@@ -78,3 +80,49 @@ def test_a_refused_write_fails_its_put_and_later_ones_until_a_restart(
         assert stored_bodies(reopened) == [*before, b"after restart"]
     finally:
         reopened.close()
+
+
+def test_sync_flush_waiters_for_refused_bytes_are_answered_at_once(tmp_path: Path) -> None:
+    # A loop-driven store (the broker's) answers a put before its bytes reach the file:
+    # the loop's next commit writes them. When that write is refused, the sends waiting
+    # for their sync are answered FLUSH_DISK_TIMEOUT then, not at the sync deadline.
+    # (Waiters share one answer per sync round: one whose bytes were written before
+    # the refused ones, still unsynced in the same round, is answered with them.)
+    config = small_config(
+        tmp_path,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        sync_flush_timeout_ms=60_000,
+        mapped_file_size_commit_log_bytes=SEGMENT,
+    )
+    store = FileMessageStore.open(config)
+    store.start(loop_driven=True)
+    commit = store.group_commit
+    assert commit is not None
+
+    async def main() -> tuple[PutStatus, PutStatus, float]:
+        loop = asyncio.get_running_loop()
+        loop.add_reader(commit.fileno(), commit.run_once)
+        try:
+            kept = store.put(message(body=b"kept"))
+            kept_flush = store.flush_future(kept)
+            store.commit()  # the loop's commit: in the file, then synced
+            kept_status = await asyncio.wait_for(asyncio.wrap_future(kept_flush), 15)
+            _refuse_writes(store)
+            refused = store.put(message(body=b"refused"))
+            assert refused.status is PutStatus.PUT_OK  # pending: not yet written
+            refused_flush = store.flush_future(refused)
+            began = loop.time()
+            store.commit()  # refused by the file system: the store faults
+            status = await asyncio.wait_for(asyncio.wrap_future(refused_flush), 15)
+            took = loop.time() - began
+            return kept_status, status, took
+        finally:
+            loop.remove_reader(commit.fileno())
+
+    kept_status, refused_status, took = uvloop.run(main())
+    assert kept_status is PutStatus.PUT_OK
+    assert refused_status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert took < 10  # at once, not at the 60 s deadline
+    assert store.fault
+    assert stored_bodies(store) == [b"kept"]
+    store.close()
