@@ -118,3 +118,33 @@ async def test_a_failed_fsync_answers_its_sends_and_refuses_writes_until_restart
         assert again.code == ResponseCode.SERVICE_NOT_AVAILABLE
         pulled = await client.invoke(broker.address, pull_request("T", 0, 0))
         assert pulled.code == ResponseCode.SUCCESS  # reads go on
+
+
+async def test_a_refused_commit_log_write_answers_its_sync_sends_at_once(tmp_path: Path) -> None:
+    """SYNC_FLUSH: a send is stored in memory and written at the loop's next commit; a
+    write the file system refuses answers its send then, and later sends are refused."""
+    store_config = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
+    async with (
+        run_broker(tmp_path / "store", store=store_config) as broker,
+        RemotingClient() as client,
+    ):
+        assert (await send(client, broker.address, "T", b"durable")).code == ResponseCode.SUCCESS
+        store = broker.store
+        assert store is not None
+        # The seam: the commit-log file's descriptor is replaced by a read-only one of
+        # the same file, so the next write fails (EBADF) as a refusing file system's would.
+        seg = store.commit_log.queue.segments[-1]
+        read_only = os.open(seg.path, os.O_RDONLY)
+        os.dup2(read_only, seg.fd)
+        os.close(read_only)
+
+        started = asyncio.get_running_loop().time()
+        first = await send(client, broker.address, "T", b"never written")
+        assert first.code == ResponseCode.FLUSH_DISK_TIMEOUT  # not vouched for
+        assert asyncio.get_running_loop().time() - started < 2  # not after syncFlushTimeout
+        later = await send(client, broker.address, "T", b"refused")
+        assert later.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "commit-log write failed" in (later.remark or "")
+        pulled = await client.invoke(broker.address, pull_request("T", 0, 0))
+        assert pulled.code == ResponseCode.SUCCESS  # reads go on, up to the durable one
+        assert pulled.ext_fields["nextBeginOffset"] == "1"
