@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from apogee.spark import FORMAT
 from apogee.spark.options import parse_sink, parse_source
-from apogee.spark.records import SOURCE_SCHEMA
+from apogee.spark.schema import SOURCE_SCHEMA
 from apogee.spark.sink import BatchWriter, StreamWriter, check_sink_schema
 from apogee.spark.source import BatchReader, StreamReader
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from apogee.errors import ConfigError
 from apogee.spark._io import Cluster, QueueRef
 from apogee.spark.options import EARLIEST, LATEST, FlatOffsets, OffsetSpec, SourceOptions
-from apogee.spark.records import ColumnBuilder
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,9 @@ def resolve_offsets(
 
 def read_range(part: QueueRange, opts: SourceOptions) -> Iterator[pa.RecordBatch]:
     """Pull [start, end) of one queue and yield it as Arrow record batches."""
+    # numpy and pyarrow load where rows are read (executors), not where a query is planned
+    from apogee.spark.records import ColumnBuilder  # noqa: PLC0415
+
     cluster = Cluster.of(opts.namesrv, timeout_s=opts.pull_timeout_s)
     q = part.queue
     sub = opts.subscription(q.topic)

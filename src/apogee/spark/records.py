@@ -1,8 +1,9 @@
 """Stored records to Arrow: the source's schema and its column builder.
 
-Owns: ``SOURCE_SCHEMA`` (the DataFrame a ``rocketmq`` read returns), its
-Arrow twin, and ``ColumnBuilder``, which turns the records of pull bodies
-(the commit-log layout drawn in ``apogee.model.message_codec``) into columns
+Owns: the Arrow twin of ``SOURCE_SCHEMA`` (``apogee.spark.schema``: the
+DataFrame a ``rocketmq`` read returns), and ``ColumnBuilder``, which turns
+the records of pull bodies (the commit-log layout drawn in
+``apogee.model.message_codec``) into columns
 and hands them out as ``pyarrow.RecordBatch``es, so no per-message object is
 ever made.
 
@@ -32,16 +33,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from apogee.errors import ProtocolError
 from apogee.model.message import (
@@ -58,23 +49,10 @@ from apogee.model.message import (
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
 from apogee.spark.scan import copy_runs, record_starts
+from apogee.spark.schema import SOURCE_SCHEMA
 
-SOURCE_SCHEMA = StructType(
-    [
-        StructField("topic", StringType(), False),
-        StructField("brokerName", StringType(), False),
-        StructField("queueId", IntegerType(), False),
-        StructField("queueOffset", LongType(), False),
-        StructField("msgId", StringType(), False),
-        StructField("tags", StringType(), True),
-        StructField("keys", StringType(), True),
-        StructField("body", BinaryType(), False),
-        StructField("properties", MapType(StringType(), StringType(), True), False),
-        StructField("bornTimestamp", TimestampType(), False),
-        StructField("storeTimestamp", TimestampType(), False),
-        StructField("reconsumeTimes", IntegerType(), False),
-    ]
-)
+__all__ = ["ARROW_SCHEMA", "SOURCE_SCHEMA", "ColumnBuilder"]
+
 # SOURCE_SCHEMA in Arrow's terms, written out: PySpark's converter imports pandas, ~0.3 s
 # in every Python worker that loads the connector (a test holds the two equal).
 _UTC_US = pa.timestamp("us", tz="UTC")

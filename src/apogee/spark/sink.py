@@ -34,9 +34,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -68,6 +67,9 @@ from apogee.model.message import (
 from apogee.spark._io import Cluster, HalfRef, QueueRef
 from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag, decide
 from apogee.spark.options import SinkOptions
+
+if TYPE_CHECKING:  # the batches come from Spark: nothing here calls pyarrow itself
+    import pyarrow as pa
 
 _STRING = (StringType,)
 _COLUMNS: dict[str, tuple[type[DataType], ...]] = {

@@ -26,8 +26,8 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
@@ -57,6 +57,9 @@ from apogee.spark.planning import (
     split_ranges,
 )
 from apogee.spark.reading import QueueRange, read_range, resolve_offsets, resolve_queues
+
+if TYPE_CHECKING:  # imported where batches are read (executors), not to plan a query
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
