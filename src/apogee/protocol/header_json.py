@@ -212,7 +212,8 @@ def _int_field(obj: dict[str, Any], name: str) -> int:
 def _language(value: Any) -> LanguageCode:
     if type(value) is str:
         lang = _LANGUAGE_BY_NAME.get(value)
-        if lang is None and value.isdigit():
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        if lang is None and value.isascii() and value.isdigit():
             lang = _LANGUAGE_BY_VALUE.get(int(value))
         return LanguageCode.OTHER if lang is None else lang
     if type(value) is int:

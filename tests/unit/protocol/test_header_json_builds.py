@@ -164,11 +164,20 @@ def test_damaged_headers_fail_or_decode_alike(
         b'{"code":10,"language":7,"remark":5}',
         b'{"code":10,"language":"\\u0043PP","remark":null}',
         b'{"code":10,"language":"12","remark":"r\\u00e9"}',
+        # digits int() does not read: a superscript two, and as text (hypothesis found it)
+        b'{"code":0,"language":"\\u00b2"}',
+        '{"code":0,"language":"\u00b2"}'.encode(),
         b'{"code":10,"code":11,"extFields":{"a":"1"},"extFields":{"b":"2"}}',
     ],
 )
 def test_edge_headers_decode_alike(builds: tuple[Any, Any], header: bytes) -> None:
     same_decode(builds, header)
+
+
+def test_a_language_of_digits_int_cannot_read_is_other(builds: tuple[Any, Any]) -> None:
+    for build in builds:
+        cmd = build.decode(b'{"code":0,"language":"\\u00b2"}', b"")
+        assert cmd.language is LanguageCode.OTHER
 
 
 def test_the_usual_send_header_is_read_in_full(scan: ModuleType) -> None:
