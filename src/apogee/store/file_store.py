@@ -369,9 +369,6 @@ class FileMessageStore:
 
     def commit(self) -> None:
         """Write pending SYNC_FLUSH appends to the file (see ``start(loop_driven=...)``)."""
-        self._commit_pending()
-
-    def _commit_pending(self) -> None:
         # After a refused write the store is faulted and the refused bytes stay
         # pending, out of sight: what lies before them is still dispatched and read.
         with contextlib.suppress(StoreWriteError):
@@ -493,7 +490,7 @@ class FileMessageStore:
     # -- steps -------------------------------------------------------------
 
     def dispatch_step(self, max_records: int = 1024) -> int:
-        self._commit_pending()  # pending write-through bytes first: dispatch reads files
+        self.commit()  # pending write-through bytes first: dispatch reads files
         room = (
             bool(self.disk_full_reason)
             and time.monotonic() >= self._next_room_check
@@ -674,7 +671,7 @@ class FileMessageStore:
         # Each step may fail on a full or failing disk; the store still closes,
         # and leaves its abort file so the next open recovers from the log.
         try:
-            self._commit_pending()
+            self.commit()
             while self.reput.step(4096):
                 pass
         except (DiskFullError, OSError) as exc:
