@@ -14,6 +14,7 @@ from apogee.codes import RequestCode, ResponseCode
 from apogee.remoting.client import RemotingClient
 from apogee.store.config import FlushDiskType
 from apogee.testing.cluster import run_broker
+from tests.harness.store_faults import refuse_writes
 from tests.integration.broker.wire import pull_request, send, send_request
 
 
@@ -131,12 +132,8 @@ async def test_a_refused_commit_log_write_answers_its_sync_sends_at_once(tmp_pat
         assert (await send(client, broker.address, "T", b"durable")).code == ResponseCode.SUCCESS
         store = broker.store
         assert store is not None
-        # The seam: the commit-log file's descriptor is replaced by a read-only one of
-        # the same file, so the next write fails (EBADF) as a refusing file system's would.
-        seg = store.commit_log.queue.segments[-1]
-        read_only = os.open(seg.path, os.O_RDONLY)
-        os.dup2(read_only, seg.fd)
-        os.close(read_only)
+        # The seam: the next commit-log write fails (EBADF) as a refusing file system's would.
+        refuse_writes(store)
 
         started = asyncio.get_running_loop().time()
         first = await send(client, broker.address, "T", b"never written")

@@ -1,14 +1,13 @@
 """A commit-log write the file system refuses: the put fails, nothing of it is ever read,
 and the store refuses writes until a restart, which recovers the records before it.
 
-The refusal is a real one: the segment's descriptor is replaced (``dup2``) by one
-opened read-only on the same file, so ``pwrite`` fails with EBADF.
+The refusal is a real one (``tests.harness.store_faults.refuse_writes``): the
+segment's descriptor is replaced by a read-only one, so ``pwrite`` fails with EBADF.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from apogee.store.config import FlushDiskType
 from apogee.store.file_store import FileMessageStore
 from apogee.store.results import PutResult, PutStatus
 from apogee.testing.store import message, small_config
+from tests.harness.store_faults import refuse_writes
 from tests.harness.store_reads import stored_bodies
 
 SEGMENT = 4 << 20
@@ -37,15 +37,6 @@ PUTS: dict[str, Callable[[FileMessageStore, bytes], PutResult]] = {
 }
 
 
-def _refuse_writes(store: FileMessageStore) -> None:
-    seg = store.commit_log.queue.segments[-1]
-    read_only = os.open(seg.path, os.O_RDONLY)
-    try:
-        os.dup2(read_only, seg.fd)
-    finally:
-        os.close(read_only)
-
-
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 @pytest.mark.parametrize("kind", list(PUTS))
 def test_a_refused_write_fails_its_put_and_later_ones_until_a_restart(
@@ -61,7 +52,7 @@ def test_a_refused_write_fails_its_put_and_later_ones_until_a_restart(
     good = bytes(range(256)) * 4  # 1 KiB, NUL bytes included
     assert PUTS[kind](store, good).status is PutStatus.PUT_OK
     before = stored_bodies(store)
-    _refuse_writes(store)
+    refuse_writes(store)
 
     failed = PUTS[kind](store, b"lost" * 256)
 
@@ -107,7 +98,7 @@ def test_sync_flush_waiters_for_refused_bytes_are_answered_at_once(tmp_path: Pat
             kept_flush = store.flush_future(kept)
             store.commit()  # the loop's commit: in the file, then synced
             kept_status = await asyncio.wait_for(asyncio.wrap_future(kept_flush), 15)
-            _refuse_writes(store)
+            refuse_writes(store)
             refused = store.put(message(body=b"refused"))
             assert refused.status is PutStatus.PUT_OK  # pending: not yet written
             refused_flush = store.flush_future(refused)
