@@ -297,7 +297,7 @@ class ReplaySource(DataSource):
         return "apogee-bench-replay"
 
     def schema(self) -> StructType:
-        from apogee.spark.records import SOURCE_SCHEMA  # noqa: PLC0415
+        from apogee.spark.schema import SOURCE_SCHEMA  # noqa: PLC0415
 
         return SOURCE_SCHEMA
 

@@ -1,11 +1,10 @@
-"""Stored records to Arrow: the source's schema and its column builder.
+"""Stored records to Arrow: the source's Arrow schema and its column builder.
 
-Owns: the Arrow twin of ``SOURCE_SCHEMA`` (``apogee.spark.schema``: the
-DataFrame a ``rocketmq`` read returns), and ``ColumnBuilder``, which turns
-the records of pull bodies (the commit-log layout drawn in
-``apogee.model.message_codec``) into columns
-and hands them out as ``pyarrow.RecordBatch``es, so no per-message object is
-ever made.
+Owns: ``ARROW_SCHEMA``, the Arrow twin of ``apogee.spark.schema.SOURCE_SCHEMA``
+(the DataFrame a ``rocketmq`` read returns), and ``ColumnBuilder``, which
+turns the records of pull bodies (the commit-log layout drawn in
+``apogee.model.message_codec``) into columns and hands them out as
+``pyarrow.RecordBatch``es, so no per-message object is ever made.
 
 The only loop per record is the one that has to be sequential: finding
 where the next record starts (TOTALSIZE) and whether the range ends
@@ -49,9 +48,6 @@ from apogee.model.message import (
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V2
 from apogee.model.subscription import SubscriptionData
 from apogee.spark.scan import copy_runs, record_starts
-from apogee.spark.schema import SOURCE_SCHEMA
-
-__all__ = ["ARROW_SCHEMA", "SOURCE_SCHEMA", "ColumnBuilder"]
 
 # SOURCE_SCHEMA in Arrow's terms, written out: PySpark's converter imports pandas, ~0.3 s
 # in every Python worker that loads the connector (a test holds the two equal).

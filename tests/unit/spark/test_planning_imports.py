@@ -12,9 +12,6 @@ import json
 import subprocess
 import sys
 
-from apogee.spark.records import SOURCE_SCHEMA as RECORDS_SCHEMA
-from apogee.spark.schema import SOURCE_SCHEMA
-
 
 def test_the_data_source_loads_without_numpy_pyarrow_or_the_column_builder() -> None:
     code = (
@@ -26,7 +23,3 @@ def test_the_data_source_loads_without_numpy_pyarrow_or_the_column_builder() -> 
     loaded = set(json.loads(done.stdout))
     assert "apogee.spark.source" in loaded and "apogee.spark.sink" in loaded
     assert not {"numpy", "pyarrow", "apogee.spark.records"} & loaded
-
-
-def test_the_records_module_gives_the_same_schema() -> None:
-    assert RECORDS_SCHEMA is SOURCE_SCHEMA

@@ -184,7 +184,7 @@ def test_columns_match_the_reference_decoder_on_random_records(seed: int) -> Non
 def test_the_arrow_schema_is_pysparks_conversion_of_the_source_schema() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # imports pandas
 
-    from apogee.spark.records import SOURCE_SCHEMA  # noqa: PLC0415
+    from apogee.spark.schema import SOURCE_SCHEMA  # noqa: PLC0415
 
     assert ARROW_SCHEMA.equals(to_arrow_schema(SOURCE_SCHEMA, timezone="UTC"), check_metadata=True)
 
