@@ -71,13 +71,12 @@ from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import PullMessageRequestHeader
 from apogee.remoting.dispatch import Observer, RequestContext, Responder, ResponseBatch
+from apogee.store.interface import ArrivalListener
 
 log = logging.getLogger(__name__)
 
 Resume = Callable[[RequestContext, PullMessageRequestHeader], None]
 MaxOffset = Callable[[str, int], int]
-#: the store's arrival listener: (topic, queue id, queue offset, tag code, store time)
-Arrival = Callable[[str, int, int, int, int], None]
 
 #: Width of one deadline slot: a pull is answered at most this late after its hold time.
 TICK_S = 0.05
@@ -169,7 +168,7 @@ class PullHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._max_offset: MaxOffset | None = None
         self._check: asyncio.TimerHandle | None = None
-        self._switch: Callable[[Arrival | None], None] | None = None
+        self._switch: Callable[[ArrivalListener | None], None] | None = None
         self.max_parked = max_parked
         self.max_per_connection = max_per_connection
         self.check_interval_s = check_interval_s
@@ -180,7 +179,7 @@ class PullHoldService:
         """Name the function that runs a woken pull again (the pull handler)."""
         self._resume = resume
 
-    def bind_arrivals(self, switch: Callable[[Arrival | None], None]) -> None:
+    def bind_arrivals(self, switch: Callable[[ArrivalListener | None], None]) -> None:
         """Have ``switch`` (the store's ``set_arrival_listener``) given ``on_arrival``
         while any pull is parked, and None while none is."""
         self._switch = switch
