@@ -4,8 +4,9 @@
 
 Owns: :func:`java_hash` (Java's ``String.hashCode``), :func:`message_fields`
 (tag code, KEYS and UNIQ_KEY of a property string), :func:`encode_record_into`
-(one v1 commit-log record into a buffer) and :func:`decode_batch` (a batch
-send body into :class:`~apogee.model.message.BatchItem` values). The layouts
+(one v1 commit-log record into a buffer), :func:`decode_batch` (a batch
+send body into :class:`~apogee.model.message.BatchItem` values) and
+:func:`offset_msg_ids` (the ids a batch send is answered with). The layouts
 they read and write are drawn in ``apogee.model.message_codec``; the record
 as written here::
 
@@ -71,6 +72,7 @@ if cython.compiled:
         PyUnicode_1BYTE_KIND,
         PyUnicode_DecodeUTF8,
         PyUnicode_KIND,
+        PyUnicode_New,
     )
     from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
 else:
@@ -520,6 +522,49 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
             PyBuffer_Release(cython.address(data))
     view = view.cast("B")
     return _split_batch(view, view, len(view))
+
+
+# -- offset message ids -------------------------------------------------------------
+
+def offset_msg_ids(store_host: bytes, offsets: list[int]) -> str:
+    """The ids of the records at ``offsets``, comma-joined, as a batch send's answer has them.
+
+    Each is ``store_host`` (the packed 8 or 20 bytes) then the offset as an
+    unsigned int64, in uppercase hex (``apogee.model.msgid``).
+
+    Raises:
+        OverflowError: an offset is negative or past 2**64 - 1.
+    """
+    n: cython.Py_ssize_t = len(offsets)
+    if n == 0:
+        return ""
+    if cython.compiled:
+        h: cython.Py_ssize_t = len(store_host)
+        width: cython.Py_ssize_t = 2 * (h + 8)
+        out: str = PyUnicode_New(n * (width + 1) - 1, 127)
+        q: cython.p_uchar = PyUnicode_1BYTE_DATA(out)
+        hp: cython.p_uchar = cython.cast(cython.p_uchar, cython.cast(cython.p_char, store_host))
+        hexd: cython.p_char = b"0123456789ABCDEF"
+        j: cython.Py_ssize_t
+        for j in range(h):  # the host's hex once, then copied in front of every id
+            q[2 * j] = hexd[hp[j] >> 4]
+            q[2 * j + 1] = hexd[hp[j] & 15]
+        at: cython.Py_ssize_t = 0
+        i: cython.Py_ssize_t
+        for i in range(n):
+            value: cython.ulonglong = offsets[i]
+            if i:
+                q[at] = 44  # ","
+                at += 1
+                memcpy(q + at, q, 2 * h)
+            k: cython.Py_ssize_t = at + width - 1
+            while k >= at + 2 * h:
+                q[k] = hexd[value & 15]
+                value >>= 4
+                k -= 1
+            at += width
+        return out
+    return ",".join([(store_host + o.to_bytes(8, "big")).hex().upper() for o in offsets])
 
 
 # -- a stored record, read where it lies --------------------------------------------

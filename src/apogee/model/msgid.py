@@ -27,6 +27,8 @@ import datetime as dt
 import ipaddress
 from dataclasses import dataclass
 
+from apogee.model.kernels import offset_msg_ids
+
 IPV4_MSG_ID_LENGTH = 32
 IPV6_MSG_ID_LENGTH = 56
 
@@ -44,8 +46,8 @@ def create_offset_msg_id(store_host: bytes, offset: int) -> str:
 
 
 def create_offset_msg_ids(store_host: bytes, offsets: list[int]) -> str:
-    """Comma-joined ids, as a batch send response carries them."""
-    return ",".join([(store_host + o.to_bytes(8, "big")).hex().upper() for o in offsets])
+    """Comma-joined ids, as a batch send response carries them (a compiled kernel)."""
+    return offset_msg_ids(store_host, offsets)
 
 
 def parse_offset_msg_id(msg_id: str) -> OffsetMsgId:

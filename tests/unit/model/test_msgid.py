@@ -38,6 +38,26 @@ def test_batch_ids_are_comma_joined() -> None:
     assert joined.split(",") == [create_offset_msg_id(host, 0), create_offset_msg_id(host, 100)]
 
 
+@pytest.mark.parametrize("host", [("10.1.2.3", 10911), ("fe80::1:2", 65535), ("0.0.0.0", 0)])
+def test_batch_ids_are_each_record_id_in_order(host: tuple[str, int]) -> None:
+    packed = pack_host(host)
+    # the nibbles of every position, and the ends of the unsigned range
+    offsets = [0, 1, 0x0123456789ABCDEF, 0xFEDCBA9876543210, 2**63 - 1, 2**63, 2**64 - 1, 16]
+    joined = create_offset_msg_ids(packed, offsets)
+    assert joined.split(",") == [
+        (packed + o.to_bytes(8, "big")).hex().upper() for o in offsets
+    ]
+    parsed = [parse_offset_msg_id(i).offset for i in joined.split(",")]
+    assert parsed == [o - 2**64 if o >= 2**63 else o for o in offsets]  # read back signed
+    assert create_offset_msg_ids(packed, []) == ""
+
+
+@pytest.mark.parametrize("offset", [-1, 2**64])
+def test_a_batch_id_past_the_unsigned_range_is_refused(offset: int) -> None:
+    with pytest.raises(OverflowError):
+        create_offset_msg_ids(pack_host(("127.0.0.1", 10911)), [0, offset])
+
+
 @pytest.mark.parametrize("bad", ["", "ABC", "Z" * 32, "0" * 33])
 def test_bad_ids_are_rejected(bad: str) -> None:
     with pytest.raises(ValueError):
