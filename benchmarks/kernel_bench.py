@@ -7,8 +7,9 @@ Run by hand, never from the test suite:
 Each kernel of ``apogee.model.kernels`` and ``apogee.store.kernels`` is
 called on one fixed, representative input (below: a 23-character index key,
 a producer's property string, a 1 KiB record, a batch of 16 messages of
-100 bytes, 32 consume-queue units, 32 dispatch entries with two keys and a
-unique key each, a 1 KiB pwrite to a file in the temporary directory).
+100 bytes, 16 offsets to write as ids, 32 consume-queue units, 32 dispatch
+entries with two keys and a unique key each, a 1 KiB pwrite to a file in the
+temporary directory).
 A figure is the best, over ``--rounds`` runs, of the mean time per call
 of one run of about 20 ms.
 
@@ -62,9 +63,6 @@ def batch_body(items: list[BatchItem]) -> bytes:
 def cases(fd: int) -> dict[str, tuple[str, tuple[Any, ...]]]:
     """Kernel name -> (module that has it, arguments)."""
     items = [BatchItem(0, os.urandom(100), PROPERTIES) for _ in range(16)]
-    prepared = store_kernels.prepare_batch(items, "", 1 << 20, 93 + 4, 1 << 20)
-    assert len(prepared) == 3
-    _, records, index = prepared
     entries = [
         ("TopicTest", 3, 1000 * i, 300, 77, 1_700_000_000_000 + i, i, "o-1 customer-42",
          f"7F00000100002A9F{i:016X}", 0, 0)
@@ -80,10 +78,11 @@ def cases(fd: int) -> dict[str, tuple[str, tuple[Any, ...]]]:
         "message_fields": ("model", (PROPERTIES,)),
         "encode_record_into": ("model", (bytearray(2048), *record)),
         "decode_batch": ("model", (batch_body(items),)),
+        "offset_msg_ids": ("model", (HOST, list(range(1 << 30, (1 << 30) + 1600, 100)))),
         "prepare_batch": ("store", (items, "", 1 << 20, 97, 1 << 20)),
         "encode_batch": ("store", (bytearray(8192), 0, 1 << 30, 3, 500, 0,
                                    1_700_000_000_000, HOST, 1_700_000_000_001, HOST, 0,
-                                   topic_prefix("TopicTest"), records, index, "TopicTest")),
+                                   topic_prefix("TopicTest"), items, "", "TopicTest")),
         "write_units": ("store", (memoryview(bytearray(640)), 0, 0, 640, entries, 0, 32,
                                   "TopicTest", 3)),
         "index_work": ("store", (entries,)),
@@ -91,6 +90,10 @@ def cases(fd: int) -> dict[str, tuple[str, tuple[Any, ...]]]:
         "index_put": ("store", (index_file, 512, 128, 0, 0, 0, 0, 0, 1, work, 0, 0)),
         "pwrite_all": ("store", (fd, body, len(body), 0)),
     }  # fmt: skip
+
+
+#: Kernels whose arguments changed after the C twins were retired: no C figure.
+NEW_CONVENTIONS = frozenset({"prepare_batch", "encode_batch", "offset_msg_ids"})
 
 
 def per_call_ns(fn: Callable[..., object], args: tuple[Any, ...]) -> float:
@@ -127,7 +130,10 @@ def main() -> None:
             if args.kernels and name not in args.kernels:
                 continue
             ours = getattr(modules[owner], name)
+            # the batch kernels have taken other arguments since the C was retired
             theirs = getattr(baseline, name) if baseline is not None else None
+            if name in NEW_CONVENTIONS:
+                theirs = None
             best_c = best_cy = float("inf")
             for _ in range(args.rounds):  # alternate, so that drift hits both
                 if theirs is not None:

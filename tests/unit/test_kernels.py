@@ -332,10 +332,9 @@ def test_prepare_batch(
     if total_body > max_body:
         assert result == (0, total_body)
         return
-    records, index, total = [], [], 0
-    for flag, body, own in items:
-        text = merge_batch_properties(own, extra)
-        props = text.encode()
+    total = 0
+    for _, body, own in items:
+        props = merge_batch_properties(own, extra).encode()
         size = fixed + len(body) + len(props)
         if len(props) > 32767:
             assert result == (1, size)
@@ -343,10 +342,8 @@ def test_prepare_batch(
         if size > max_record:
             assert result == (2, size)
             return
-        records.append((flag, body, props, zlib.crc32(body) & 0x7FFFFFFF))
-        index.append((size, *fields_by_reference(text)))
         total += size
-    assert result == (total, records, index)
+    assert result == (3, total)
 
 
 def test_prepare_batch_refuses_long_properties_before_a_big_record() -> None:
@@ -354,8 +351,14 @@ def test_prepare_batch_refuses_long_properties_before_a_big_record() -> None:
     assert prepare_batch(items, "", 10**6, 10, 10) == (1, 40011)
 
 
+def test_prepare_batch_counts_the_batch_properties_in_every_item() -> None:
+    # "a" 0x02 "X\x01y"; an item ending in 0x02 gets no second one; "" takes none
+    items = [BatchItem(0, b"bb", "a"), BatchItem(0, b"", "a\x02"), BatchItem(0, b"", "")]
+    assert prepare_batch(items, "X\x01y", 10**6, 10, 10**6) == (3, (12 + 5) + (10 + 5) + (10 + 3))
+
+
 def test_prepare_batch_of_no_items_leaves_the_batch_properties_unencoded() -> None:
-    assert prepare_batch([], "A\x01\ud800", 100, 10, 100) == (0, [], [])
+    assert prepare_batch([], "A\x01\ud800", 100, 10, 100) == (3, 0)
     with pytest.raises(UnicodeEncodeError):
         prepare_batch([BatchItem(0, b"", "")], "A\x01\ud800", 100, 10, 100)
 
@@ -372,20 +375,23 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
     store_ts: int,
 ) -> None:  # fmt: skip
     fixed = 74 + 3 + len(born) + len(store)
-    prepared = prepare_batch(items, extra, 10**6, fixed, 10**6)
-    assert len(prepared) == 3
-    total, records, index = prepared
+    kind, total = prepare_batch(items, extra, 10**6, fixed, 10**6)
+    assert kind == 3
+    texts = [merge_batch_properties(own, extra) for _, _, own in items]
     # check_record reads properties that end in a NUL byte as a record cut short (a
     # zeroed tail), as the single-record test's draws also leave out
-    assume(not any(props.endswith(b"\0") for _, _, props, _ in records))
+    assume(not any(text.endswith("\0") for text in texts))
     flags = host_flags(born, store)
     buf = bytearray(pos + total)
     offsets, entries = encode_batch(buf, pos, 1 << 40, 3, 77, flags, born_ts, born, store_ts,
-                                    store, 2, b"\x02Tq", records, index, "Tq")  # fmt: skip
+                                    store, 2, b"\x02Tq", items, extra, "Tq")  # fmt: skip
     at = pos
     assert len(offsets) == len(entries) == len(items)
-    pairs = zip(records, index, strict=True)
-    for i, ((flag, body, props, crc), (size, code, keys, uniq)) in enumerate(pairs):
+    for i, ((flag, body, _), text) in enumerate(zip(items, texts, strict=True)):
+        props = text.encode()
+        size = fixed + len(body) + len(props)
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        code, keys, uniq = fields_by_reference(text)
         checked = check_record(buf, at, len(buf))
         meta = checked.meta
         assert meta is not None, checked.problem
@@ -396,41 +402,35 @@ def test_encode_batch(  # noqa: PLR0917  # one argument per strategy
         )  # fmt: skip
         assert bytes(buf[at + meta.body_offset : at + meta.body_offset + len(body)]) == body
         assert offsets[i] == (1 << 40) + at
-        assert entries[i] == ("Tq", 3, (1 << 40) + at, size, code, store_ts, 77 + i, keys, uniq,
-                              flags, 0)  # fmt: skip
+        phys = (1 << 40) + at
+        assert entries[i] == ("Tq", 3, phys, size, code, store_ts, 77 + i, keys, uniq, flags, 0)
         at += size
     assert at == pos + total
 
 
-def _two_records() -> tuple[Any, Any]:
-    prepared = prepare_batch([BatchItem(0, b"a", ""), BatchItem(1, b"b", "")], "", 999, 93, 999)
-    assert len(prepared) == 3
-    return prepared[1], prepared[2]
+TWO = [BatchItem(0, b"a", ""), BatchItem(1, b"b", "")]
 
 
 @pytest.mark.parametrize(("base", "first"), [(2**63 - 100, 0), (0, 2**63 - 1)])
 def test_encode_batch_refuses_offsets_past_int64(base: int, first: int) -> None:
-    records, index = _two_records()
-    args = (50, base, 3, first, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+    args = (50, base, 3, first, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", TWO, "", "Tq")
     with pytest.raises(OUT_OF_RANGE):
         encode_batch(bytearray(400), *args)
 
 
 @pytest.mark.parametrize("pos", [-1, 400, 2**62, 2**63 - 60])
 def test_encode_batch_refuses_a_position_off_the_buffer(pos: int) -> None:
-    records, index = _two_records()
-    args = (pos, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", records, index, "Tq")
+    args = (pos, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq", TWO, "", "Tq")
     buf = bytearray(400)
     with pytest.raises(ValueError, match="does not fit"):
         encode_batch(buf, *args)
     assert buf == bytearray(400)
 
 
-def test_encode_batch_refuses_lists_of_different_lengths() -> None:
-    records, index = _two_records()
-    with pytest.raises(ValueError, match="differ in length"):
+def test_encode_batch_refuses_what_is_not_a_batch_item() -> None:
+    with pytest.raises(TypeError):
         encode_batch(bytearray(400), 0, 0, 3, 0, 0, 1, bytes(8), 2, bytes(8), 0, b"\x02Tq",
-                     records, index[:1], "Tq")  # fmt: skip
+                     [(0, b"", b"bytes")], "", "Tq")  # type: ignore[list-item]  # fmt: skip
 
 
 # -- consume queues -------------------------------------------------------------------

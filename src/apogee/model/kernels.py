@@ -345,10 +345,47 @@ def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
         ValueError: the record does not fit ``out``.
         struct.error: the properties are longer than an int16 length says.
     """
+    return write_record_split(
+        out, out_len, pos, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_timestamp, born_host, store_timestamp, store_host, reconsume_times, prepared,
+        body, body_len, topic_field, properties, len(properties), 0, properties, 0, total_size,
+    )  # fmt: skip
+
+
+@cython.cfunc
+def write_record_split(  # noqa: PLR0917  # the record's fields, positional for speed
+    out: cython.p_uchar,
+    out_len: cython.Py_ssize_t,
+    pos: cython.longlong,
+    crc: cython.int,
+    queue_id: cython.int,
+    flag: cython.int,
+    queue_offset: cython.longlong,
+    physical_offset: cython.longlong,
+    sys_flag: cython.int,
+    born_timestamp: cython.longlong,
+    born_host: bytes,
+    store_timestamp: cython.longlong,
+    store_host: bytes,
+    reconsume_times: cython.int,
+    prepared: cython.longlong,
+    body: cython.p_uchar,
+    body_len: cython.Py_ssize_t,
+    topic_field: bytes,
+    own: cython.p_uchar,
+    own_len: cython.Py_ssize_t,
+    sep: cython.Py_ssize_t,
+    extra: cython.p_uchar,
+    extra_len: cython.Py_ssize_t,
+    total_size: cython.longlong,
+) -> cython.longlong:
+    """:func:`write_record` with the properties given in two parts, written
+    ``own[:own_len]``, a 0x02 when ``sep`` is 1, ``extra[:extra_len]`` (a batch
+    item's own properties and the batch's, without joining them first)."""
     born_len: cython.Py_ssize_t = len(born_host)
     store_len: cython.Py_ssize_t = len(store_host)
     topic_len: cython.Py_ssize_t = len(topic_field)
-    props_len: cython.Py_ssize_t = len(properties)
+    props_len: cython.Py_ssize_t = own_len + sep + extra_len
     born_field: cython.Py_ssize_t = 20 if born_len == 20 else 8
     store_field: cython.Py_ssize_t = 20 if store_len == 20 else 8
     if props_len > MAX_PROPERTIES:
@@ -383,7 +420,13 @@ def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
     _copy(out, p, topic_field, topic_len)
     p += topic_len
     put16(out, p, cython.cast(cython.int, props_len))
-    _copy(out, p + 2, properties, props_len)
+    p += 2
+    _copy(out, p, own, own_len)
+    p += own_len
+    if sep:
+        out[p] = 0x02
+        p += 1
+    _copy(out, p, extra, extra_len)
     _store_barrier()
     put32(out, at, cython.cast(cython.int, total_size))
     put32(out, at + 4, MAGIC_V1)
@@ -525,6 +568,7 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
 
 
 # -- offset message ids -------------------------------------------------------------
+
 
 def offset_msg_ids(store_host: bytes, offsets: list[int]) -> str:
     """The ids of the records at ``offsets``, comma-joined, as a batch send's answer has them.

@@ -160,11 +160,6 @@ def topic_prefix(topic: str) -> bytes:
 encode_record_into: Callable[..., int] = kernels.encode_record_into
 
 
-#: One message of a batch as ``apogee.store.kernels.encode_batch`` takes it:
-#: flag, body, encoded properties, body CRC.
-BatchRecord = tuple[int, bytes | memoryview, bytes, int]
-
-
 def encode_record(
     *,
     topic: str,

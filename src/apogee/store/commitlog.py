@@ -73,7 +73,6 @@ from apogee.model.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
-    BatchRecord,
     encode_record_into,
     pack_host,
     store_timestamp_at,
@@ -106,16 +105,12 @@ _PENDING_BYTES: Final = 256 * 1024
 #: shootdown when a flush cleans it, where one pwrite costs one system call.
 _MAPPED_BELOW: Final = 4 * OS_PAGE_SIZE
 
-# A batch ready to write: total bytes, the records, and per record its size,
-# tag code, keys and unique key (for the hand-off); or a refusal: (kind, size).
-_Facts = tuple[int, int, str | None, str | None]
-_Prepared = tuple[int, list[BatchRecord], list[_Facts]]
-_Refusal = tuple[int, int]
-_BATCH_TOO_BIG, _PROPERTIES_TOO_LONG, _ITEM_TOO_BIG = 0, 1, 2
+# Whether a batch can be written: (_BATCH_OK, its bytes), or a refusal (kind, size).
+_BATCH_TOO_BIG, _PROPERTIES_TOO_LONG, _ITEM_TOO_BIG, _BATCH_OK = 0, 1, 2, 3
 
 
 # The kernels (apogee.store.kernels), as module-level names: quicker to reach
-_prepare_batch: Callable[[list[BatchItem], str, int, int, int], _Prepared | _Refusal] = (
+_prepare_batch: Callable[[list[BatchItem], str, int, int, int], tuple[int, int]] = (
     kernels.prepare_batch
 )
 _encode_batch: Callable[..., tuple[list[int], list[DispatchEntry]]] = kernels.encode_batch
@@ -529,12 +524,11 @@ class CommitLog:
         if len(store) == 20:
             sys_flag |= STOREHOSTADDRESS_V6_FLAG
         fixed = 74 + len(tfield) + len(born) + len(store)
-        prepared = _prepare_batch(
+        kind, total = _prepare_batch(
             batch.items, batch.properties, self._max_body, fixed, self._max_record
         )
-        if len(prepared) == 2:
-            return self._refuse_batch(*prepared)
-        total, records, index = prepared
+        if kind != _BATCH_OK:
+            return self._refuse_batch(kind, total)
         if total + END_FILE_MIN_BLANK_LENGTH > self.queue.segment_size:
             return _illegal(f"batch of {total} bytes cannot fit one commit-log file")
         qid = batch.queue_id
@@ -554,7 +548,8 @@ class CommitLog:
                 try:
                     offsets, entries = _encode_batch(
                         buf, at, base, qid, first, sys_flag, batch.born_timestamp, born, now,
-                        store, batch.reconsume_times, tfield, records, index, batch.topic,
+                        store, batch.reconsume_times, tfield, batch.items, batch.properties,
+                        batch.topic,
                     )  # fmt: skip
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(_unencodable_batch(batch) or f"cannot encode the batch: {exc}")

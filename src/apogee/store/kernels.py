@@ -32,7 +32,6 @@ from collections.abc import Sequence
 import cython
 from zlib_ng.zlib_ng import crc32
 
-from apogee.model.message_codec import BatchRecord
 from apogee.store.dispatch import DispatchEntry
 
 if cython.compiled:
@@ -41,7 +40,7 @@ if cython.compiled:
         fields_of_utf8,
         fold_str,
         store_barrier,
-        write_record,
+        write_record_split,
     )
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
@@ -64,7 +63,7 @@ else:
         _model = load_interpreted("apogee.model.kernels")
     fields_of_utf8 = _model.fields_of_utf8
     fold_str = _model.fold_str
-    write_record = _model.write_record
+    write_record_split = _model.write_record_split
 
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
 # Constants past 2**31 are declared: as bare literals Cython makes them Python ints
@@ -91,8 +90,6 @@ _ITEM_TOO_BIG = cython.declare(cython.int, 2)
 # name as "object", where a subscripted ``list[tuple]`` would make it check
 # each item for an exact tuple (and refuse the NamedTuple BatchItem).
 BatchItems = Sequence[tuple[int, bytes | memoryview, str]]
-BatchRecords = list[BatchRecord]
-BatchFacts = list[tuple[int, int, str | None, str | None]]
 Entries = list[DispatchEntry]
 IndexWork = list[tuple[int, int, list[int]]]
 Hashes = list[int]
@@ -113,37 +110,26 @@ def _store_barrier() -> cython.int:
 
 
 @cython.cfunc
-def _merged_utf8(inner: str, extra: str) -> bytes:
-    """UTF-8 of a batch item's stored properties: its own, a 0x02, the batch's.
+def _utf8_of(text: str) -> bytes:
+    """``text`` as UTF-8 (strict: UnicodeEncodeError for a lone surrogate), for
+    the interpreted build; compiled code reads the str's own UTF-8 in place."""
+    return text.encode()
 
-    No 0x02 between them when either is empty or ``inner`` ends with one
-    (``apogee.model.message.merge_batch_properties``).
-    """
-    if cython.compiled:
-        ilen: cython.Py_ssize_t = 0
-        elen: cython.Py_ssize_t = 0
-        ip: cython.p_char = cython.cast(
-            cython.p_char, PyUnicode_AsUTF8AndSize(inner, cython.address(ilen))
-        )
-        ep: cython.p_char = cython.NULL
-        if len(extra) > 0:
-            ep = cython.cast(cython.p_char, PyUnicode_AsUTF8AndSize(extra, cython.address(elen)))
-        sep: cython.Py_ssize_t = 1 if elen > 0 and ilen > 0 and ip[ilen - 1] != 0x02 else 0
-        out: bytes = PyBytes_FromStringAndSize(cython.NULL, ilen + sep + elen)
-        q: cython.p_char = out
-        memcpy(q, ip, ilen)
-        if sep:
-            q[ilen] = 0x02
-        memcpy(q + ilen + sep, ep, elen)
-        return out
-    own = inner.encode()
-    if not extra:
-        return own
-    sep_byte = b"\x02" if own and not own.endswith(b"\x02") else b""
-    return own + sep_byte + extra.encode()
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _separated(own: cython.p_uchar, own_len: cython.Py_ssize_t,
+               extra_len: cython.Py_ssize_t) -> cython.Py_ssize_t:  # fmt: skip
+    """1 when a 0x02 goes between a batch item's own properties and the batch's: both
+    are there and the item's do not end with one (``merge_batch_properties``)."""
+    return 1 if extra_len > 0 and own_len > 0 and own[own_len - 1] != 0x02 else 0
 
 
 # -- batches --------------------------------------------------------------------------
+
+#: prepare_batch's answer when the batch can be stored: (BATCH_OK, total bytes)
+BATCH_OK = cython.declare(cython.int, 3)
 
 
 def prepare_batch(
@@ -152,17 +138,16 @@ def prepare_batch(
     max_body: cython.longlong,
     fixed: cython.longlong,
     max_record: cython.longlong,
-) -> tuple[int, BatchRecords, BatchFacts] | tuple[int, int]:
-    """What a batch needs before the put lock, or why it cannot be stored.
+) -> tuple[int, int]:
+    """Whether a batch can be stored, found before the put lock: ``(3, total bytes)``.
 
     First the body limit over the whole batch (bodies, property strings and
     22 bytes of framing per item): ``(0, total)`` when over ``max_body``.
-    Then per item its stored properties (its own, then ``extra``, the
-    batch's), record size (``fixed`` plus body and properties), CRC and
-    index fields: ``(1, size)`` for properties over 32767 bytes, ``(2,
-    size)`` for a record over ``max_record``, else ``(total, records,
-    index)`` with records ``(flag, body, properties, crc)`` and index
-    entries ``(size, tag code, keys, unique key)``.
+    Then per item its stored properties (its own, a 0x02, ``extra``, the
+    batch's: see :func:`encode_batch`) and record size (``fixed`` plus body
+    and properties): ``(1, size)`` for properties over 32767 bytes, ``(2,
+    size)`` for a record over ``max_record``. Nothing is made per item: the
+    sizes are counted, and :func:`encode_batch` writes the records.
 
     Raises:
         TypeError: an item is not a (flag, body, str) tuple.
@@ -176,28 +161,36 @@ def prepare_batch(
         total_body += len(t[1]) + len(t[2]) + 22
     if total_body > max_body:
         return _BATCH_TOO_BIG, total_body
-    records: BatchRecords = []
-    index: BatchFacts = []
     total: cython.longlong = 0
     size: cython.longlong
     plen: cython.Py_ssize_t
+    own_len: cython.Py_ssize_t = 0
+    extra_len: cython.Py_ssize_t = -1  # counted with the first item (no item: never encoded)
     for item in items:
         _check_batch_item(item)
         t = cython.cast(tuple, item)
-        body = t[1]
-        props = _merged_utf8(cython.cast(str, t[2]), extra)
-        plen = len(props)
-        size = fixed + len(body) + plen
+        own: str = t[2]
+        if cython.compiled:
+            op: cython.p_uchar = cython.cast(
+                cython.p_uchar, PyUnicode_AsUTF8AndSize(own, cython.address(own_len))
+            )
+            if extra_len < 0:
+                extra_len = 0
+                if len(extra) > 0:
+                    PyUnicode_AsUTF8AndSize(extra, cython.address(extra_len))
+        else:
+            op = _utf8_of(own)
+            own_len = len(op)
+            if extra_len < 0:
+                extra_len = len(_utf8_of(extra))
+        plen = own_len + _separated(op, own_len, extra_len) + extra_len
+        size = fixed + len(t[1]) + plen
         if plen > 0x7FFF:
             return _PROPERTIES_TOO_LONG, size
         if size > max_record:
             return _ITEM_TOO_BIG, size
-        code, keys, uniq = fields_of_utf8(props, plen)
-        crc: cython.uint = crc32(body)
-        records.append((t[0], body, props, crc & CRC_MASK))
-        index.append((size, code, keys, uniq))
         total += size
-    return total, records, index
+    return BATCH_OK, total
 
 
 @cython.cfunc
@@ -227,24 +220,29 @@ def encode_batch(  # noqa: PLR0917  # positional for speed, as encode_record_int
     store_host: bytes,
     reconsume_times: cython.int,
     topic_field: bytes,
-    records: BatchRecords,
-    index: BatchFacts,
+    items: BatchItems,
+    extra: str,
     topic: str,
 ) -> tuple[list[int], Entries]:
-    """Write a prepared batch at ``buf[pos:]``: its offsets and hand-off entries.
+    """Write a batch at ``buf[pos:]``: its offsets and hand-off entries.
 
-    ``records`` and ``index`` are what :func:`prepare_batch` gave. Record i
-    gets queue offset ``first_queue_offset + i`` and physical offset
-    ``base_offset + `` its position in ``buf``; its TOTALSIZE is the bytes it
-    takes (a record with odd-sized hosts counts what is written). Returns
-    the offsets and one dispatch entry per record.
+    ``items`` and ``extra`` are what :func:`prepare_batch` accepted. Record
+    i holds item i's flag and body, and as properties the item's own, then
+    (when both are there and the item's do not end with one) a 0x02, then
+    ``extra`` (``apogee.model.message.merge_batch_properties``), written
+    straight from the strings' UTF-8. It gets queue offset
+    ``first_queue_offset + i`` and physical offset ``base_offset + `` its
+    position in ``buf``; its TOTALSIZE is the bytes it takes (a record with
+    odd-sized hosts counts what is written). Returns the offsets and one
+    dispatch entry per record, its tag code, keys and unique key read from
+    the properties written.
 
     Raises:
-        ValueError: the lists differ in length, or the batch does not fit ``buf``.
+        TypeError: an item is not a (flag, body, str) tuple.
+        UnicodeEncodeError: a property string holds a lone surrogate.
+        ValueError: the batch does not fit ``buf``.
         OverflowError, struct.error: a number does not fit its field.
     """
-    if len(records) != len(index):
-        raise ValueError("encode_batch(): records and index differ in length")
     qid: cython.int = queue_id  # type: ignore[assignment]  # checked once, as an int32
     offsets: list[int] = []
     entries: Entries = []
@@ -255,7 +253,7 @@ def encode_batch(  # noqa: PLR0917  # positional for speed, as encode_record_int
             _encode_batch(
                 cython.cast(cython.p_uchar, out.buf), out.len, pos, base_offset, qid, queue_id,
                 first_queue_offset, sys_flag, born_timestamp, born_host, store_timestamp,
-                store_host, reconsume_times, topic_field, records, index, topic, offsets, entries,
+                store_host, reconsume_times, topic_field, items, extra, topic, offsets, entries,
             )  # fmt: skip
         finally:
             PyBuffer_Release(cython.address(out))
@@ -264,7 +262,7 @@ def encode_batch(  # noqa: PLR0917  # positional for speed, as encode_record_int
             _encode_batch(
                 view, len(view), pos, base_offset, qid, queue_id, first_queue_offset, sys_flag,
                 born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-                topic_field, records, index, topic, offsets, entries,
+                topic_field, items, extra, topic, offsets, entries,
             )  # fmt: skip
     return offsets, entries
 
@@ -285,8 +283,8 @@ def _encode_batch(  # noqa: PLR0917
     store_host: bytes,
     reconsume_times: cython.int,
     topic_field: bytes,
-    records: BatchRecords,
-    index: BatchFacts,
+    items: BatchItems,
+    extra: str,
     topic: str,
     offsets: list[int],
     entries: Entries,
@@ -297,20 +295,34 @@ def _encode_batch(  # noqa: PLR0917
     )  # fmt: skip
     store_ts: object = store_timestamp
     flags: object = sys_flag
+    own_len: cython.Py_ssize_t = 0
+    extra_len: cython.Py_ssize_t = 0
+    if cython.compiled:
+        nothing: cython.p_char = b""
+        ep: cython.p_uchar = cython.cast(cython.p_uchar, nothing)
+        if len(items) > 0 and len(extra) > 0:
+            ep = cython.cast(
+                cython.p_uchar, PyUnicode_AsUTF8AndSize(extra, cython.address(extra_len))
+            )
+    else:
+        ep = _utf8_of(extra) if len(items) > 0 else b""
+        extra_len = len(ep)
     i: cython.Py_ssize_t
-    for i in range(len(records)):
-        record: object = records[i]
-        facts: object = index[i]
-        if not (
-            isinstance(record, tuple) and len(record) == 4 and isinstance(record[2], bytes)
-            and isinstance(facts, tuple) and len(facts) == 4
-        ):  # fmt: skip
-            raise TypeError("batch records are (flag, body, props, crc), index (size, ...)")
-        r = cython.cast(tuple, record)
-        f = cython.cast(tuple, facts)
-        flag: cython.int = r[0]
-        crc: cython.int = r[3]
-        props: bytes = r[2]
+    for i in range(len(items)):
+        item: object = items[i]
+        _check_batch_item(item)
+        t = cython.cast(tuple, item)
+        flag: cython.int = t[0]
+        own: str = t[2]
+        if cython.compiled:
+            op: cython.p_uchar = cython.cast(
+                cython.p_uchar, PyUnicode_AsUTF8AndSize(own, cython.address(own_len))
+            )
+        else:
+            op = _utf8_of(own)
+            own_len = len(op)
+        sep: cython.Py_ssize_t = _separated(op, own_len, extra_len)
+        plen: cython.Py_ssize_t = own_len + sep + extra_len
         # pos and i are never negative: the sums overflow only past INT64_MAX
         if (base_offset > 0 and pos > INT64_MAX - base_offset) or (
             first_queue_offset > 0 and i > INT64_MAX - first_queue_offset
@@ -318,33 +330,48 @@ def _encode_batch(  # noqa: PLR0917
             raise OverflowError("argument out of range")
         phys: cython.longlong = base_offset + pos
         qoff: cython.longlong = first_queue_offset + i
+        raw_crc: cython.uint = crc32(t[1])
+        crc: cython.int = raw_crc & CRC_MASK
         extent: cython.longlong
         if cython.compiled:
             body = cython.declare(cython.Py_buffer)
-            PyObject_GetBuffer(r[1], cython.address(body), PyBUF_SIMPLE)
+            PyObject_GetBuffer(t[1], cython.address(body), PyBUF_SIMPLE)
             try:
-                extent = fixed + body.len + len(props)
-                write_record(
+                extent = fixed + body.len + plen
+                write_record_split(
                     out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
                     born_host, store_timestamp, store_host, reconsume_times, 0,
-                    cython.cast(cython.p_uchar, body.buf), body.len, topic_field, props, extent,
+                    cython.cast(cython.p_uchar, body.buf), body.len, topic_field, op, own_len,
+                    sep, ep, extra_len, extent,
                 )  # fmt: skip
             finally:
                 PyBuffer_Release(cython.address(body))
         else:
-            with memoryview(r[1]).cast("B") as data:
-                extent = fixed + len(data) + len(props)
-                write_record(
+            with memoryview(t[1]).cast("B") as data:
+                extent = fixed + len(data) + plen
+                write_record_split(
                     out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
                     born_host, store_timestamp, store_host, reconsume_times, 0, data, len(data),
-                    topic_field, props, extent,
+                    topic_field, op, own_len, sep, ep, extra_len, extent,
                 )  # fmt: skip
-        offsets.append(phys)
+        # the index fields, read from the properties just written (their UTF-8)
+        code, keys, uniq = fields_of_utf8(_part(out, pos + extent - plen, plen), plen)
+        at: object = phys  # one int object for both lists
+        offsets.append(at)  # type: ignore[arg-type]
         entries.append(
-            (topic, queue_id, phys, f[0], f[1], store_ts, qoff, f[2], f[3], flags, 0)  # type: ignore[arg-type]
+            (topic, queue_id, at, extent, code, store_ts, qoff, keys, uniq, flags, 0)  # type: ignore[arg-type]
         )
         pos += extent
     return 0
+
+
+@cython.cfunc
+@cython.inline
+def _part(p: cython.p_uchar, at: cython.longlong, n: cython.Py_ssize_t) -> cython.p_uchar:
+    """``p[at:at + n]``, where the fields readers take it (they search bytes interpreted)."""
+    if cython.compiled:
+        return p + at
+    return bytes(p[at : at + n])
 
 
 # -- a record derived from a stored one ------------------------------------------------

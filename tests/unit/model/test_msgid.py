@@ -44,9 +44,7 @@ def test_batch_ids_are_each_record_id_in_order(host: tuple[str, int]) -> None:
     # the nibbles of every position, and the ends of the unsigned range
     offsets = [0, 1, 0x0123456789ABCDEF, 0xFEDCBA9876543210, 2**63 - 1, 2**63, 2**64 - 1, 16]
     joined = create_offset_msg_ids(packed, offsets)
-    assert joined.split(",") == [
-        (packed + o.to_bytes(8, "big")).hex().upper() for o in offsets
-    ]
+    assert joined.split(",") == [(packed + o.to_bytes(8, "big")).hex().upper() for o in offsets]
     parsed = [parse_offset_msg_id(i).offset for i in joined.split(",")]
     assert parsed == [o - 2**64 if o >= 2**63 else o for o in offsets]  # read back signed
     assert create_offset_msg_ids(packed, []) == ""
