@@ -268,7 +268,7 @@ def encode_batch(  # noqa: PLR0917  # positional for speed, as encode_record_int
 
 
 @cython.cfunc
-def _encode_batch(  # noqa: PLR0917
+def _encode_batch(  # noqa: PLR0915, PLR0917  # one loop over the items, both builds inline
     out: cython.p_uchar,
     out_len: cython.Py_ssize_t,
     pos: cython.longlong,
