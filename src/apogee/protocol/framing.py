@@ -96,9 +96,18 @@ class FrameDecoder:
     (its header); either way the frames before it are still given by ``take``,
     which then raises the error, as it does from then on: the stream is
     unusable past it, and nothing after it is kept.
+
+    When bytes complete a partial frame while nothing else waits, only that
+    frame's rest goes into the buffer: it is decoded there at once (the one
+    frame ever decoded before ``take``; its header's fault is then found by
+    ``push``, with nothing before it) and the frames after it wait in the
+    bytes read. A read of several large frames is so copied once, not
+    appended whole to the buffer and copied out again.
     """
 
-    __slots__ = ("_buf", "_end", "_error", "_pos", "_src", "_waiting", "max_frame_bytes")
+    __slots__ = (
+        "_buf", "_end", "_error", "_first", "_pos", "_src", "_waiting", "max_frame_bytes",
+    )  # fmt: skip
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
@@ -109,6 +118,9 @@ class FrameDecoder:
         self._end = 0
         self._waiting = 0
         self._buf = bytearray()  # the partial frame (after the waiting ones if _src is _buf)
+        # A frame completed in _buf and decoded there, waiting before those of _src
+        # (counted in _waiting)
+        self._first: RemotingCommand | None = None
         self._error: Exception | None = None
 
     @property
@@ -186,8 +198,14 @@ class FrameDecoder:
         if type(data) is not bytes:  # it may wait here: never a buffer its owner reuses
             data = bytes(data)
         buf = self._buf
-        if not buf and not self._waiting:
-            return self._keep(data, 0)
+        if not self._waiting:
+            if not buf:
+                return self._keep(data, 0)
+            if len(buf) >= 4:  # its length word was checked as it came
+                (length,) = _LENGTH.unpack_from(buf)
+                need = length + 4 - len(buf)
+                if need <= len(data):
+                    return self._complete(data, need)
         if self._src is not buf:
             # Gather any frames still waiting in an earlier read before the partial
             # frame this data continues (rare: reading is paused while frames wait).
@@ -206,6 +224,23 @@ class FrameDecoder:
         if not self._waiting:
             self._src, self._end = b"", 0
         return count
+
+    def _complete(self, data: bytes, need: int) -> int:
+        """The partial frame (alone in the buffer) completed by ``data[:need]`` and
+        decoded; the frames of ``data`` after it wait there (see the class docstring)."""
+        buf = self._buf
+        buf += memoryview(data)[:need]
+        try:
+            first = _frame(buf, 4, len(buf) - 4)
+        except Exception as exc:  # a fault of any header decoder: nothing after it is kept
+            self._error = exc
+            self._buf = bytearray()
+            return 1
+        buf.clear()
+        count = self._keep(data, need)
+        self._first = first
+        self._waiting = count + 1
+        return count + 1
 
     def _keep(self, data: bytes | bytearray | memoryview, pos: int) -> int:
         """Keep ``data[pos:]`` when nothing else is held: its frames in it, undecoded."""
@@ -251,8 +286,18 @@ class FrameDecoder:
                 raise self._error
             return []
         n = waiting if limit is None or limit >= waiting else limit
-        src, pos = self._src, self._pos
         out: list[RemotingCommand] = []
+        first = self._first
+        if first is not None and n:
+            self._first = None
+            out.append(first)
+            n -= 1
+            waiting -= 1
+            self._waiting = waiting
+            if not waiting:
+                self._src, self._pos, self._end = b"", 0, 0
+                return out
+        src, pos = self._src, self._pos
         try:
             for _ in range(n):
                 (length,) = _LENGTH.unpack_from(src, pos)

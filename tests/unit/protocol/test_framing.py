@@ -388,3 +388,57 @@ def test_read_takes_a_turn_now_and_keeps_the_rest_apart_from_a_reused_buffer() -
     assert decoder.take() == cmds[5:]
     assert (decoder.waiting, decoder.buffered) == (0, 0)
     assert decoder.read(memoryview(stream)) == cmds  # no limit: all of it, in place
+
+
+BAD_HEADER = struct.pack(">ii", 6, 2) + b"{x"  # a whole frame whose header is not JSON
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_malformed_frame_anywhere_in_any_splits_ends_the_stream_there(
+    data: st.DataObject,
+) -> None:
+    cmds = data.draw(st.lists(commands(SerializeType.JSON), min_size=1, max_size=6))
+    bad_at = data.draw(st.integers(0, len(cmds)))
+    frames = [encode_bytes(c) for c in cmds]
+    stream = b"".join([*frames[:bad_at], BAD_HEADER, *frames[bad_at:]])
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    with pytest.raises(ProtocolError):
+        for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+            decoder.push(stream[start:end])
+            got += decoder.take(data.draw(st.integers(0, 3)))
+        got += decoder.take()
+        got += decoder.take()  # the error, once the frames before it are given
+    assert got == cmds[:bad_at]
+    assert decoder.failed and decoder.waiting == 0
+
+
+def test_a_partial_frame_completed_by_a_read_of_more_frames_holds_only_the_last_partial() -> None:
+    big = [RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=i, body=bytes([i]) * 50_000)
+           for i in range(4)]  # fmt: skip
+    stream = b"".join(encode_bytes(c) for c in big)
+    decoder = FrameDecoder()
+    decoder.push(stream[:30_000])  # the first frame in part
+    # the rest of the first, the second and third whole, and part of the fourth
+    assert decoder.push(stream[30_000:-10]) == 3
+    assert (decoder.waiting, decoder.buffered) == (3, len(encode_bytes(big[3])) - 10)
+    assert decoder.take(1) == big[:1]  # decoded when completed: given first
+    assert decoder.take() == big[1:3]
+    decoder.push(stream[-10:])
+    assert decoder.take() == big[3:]
+    assert (decoder.waiting, decoder.buffered) == (0, 0)
+
+
+def test_a_completed_partial_frame_with_a_bad_header_keeps_nothing_after_it() -> None:
+    after = _requests(2)
+    decoder = FrameDecoder()
+    decoder.push(BAD_HEADER[:5])
+    assert decoder.push(BAD_HEADER[5:] + b"".join(encode_bytes(c) for c in after)) == 1
+    assert decoder.failed and decoder.waiting == 0 and decoder.buffered == 0
+    with pytest.raises(ProtocolError):
+        decoder.take()
+    assert decoder.push(encode_bytes(after[0])) == 0  # nothing past it is kept
+    with pytest.raises(ProtocolError):
+        decoder.take()
