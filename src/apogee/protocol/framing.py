@@ -293,10 +293,6 @@ class FrameDecoder:
             out.append(first)
             n -= 1
             waiting -= 1
-            self._waiting = waiting
-            if not waiting:
-                self._src, self._pos, self._end = b"", 0, 0
-                return out
         src, pos = self._src, self._pos
         try:
             for _ in range(n):
