@@ -18,11 +18,5 @@ cdef long long write_record(
     long long queue_offset, long long physical_offset, int sys_flag, long long born_timestamp,
     bytes born_host, long long store_timestamp, bytes store_host, int reconsume_times,
     long long prepared, unsigned char *body, Py_ssize_t body_len, bytes topic_field,
-    bytes properties, long long total_size) except? -1
-cdef long long write_record_split(
-    unsigned char *out, Py_ssize_t out_len, long long pos, int crc, int queue_id, int flag,
-    long long queue_offset, long long physical_offset, int sys_flag, long long born_timestamp,
-    bytes born_host, long long store_timestamp, bytes store_host, int reconsume_times,
-    long long prepared, unsigned char *body, Py_ssize_t body_len, bytes topic_field,
     unsigned char *own, Py_ssize_t own_len, Py_ssize_t sep, unsigned char *extra,
     Py_ssize_t extra_len, long long total_size) except? -1

@@ -331,11 +331,18 @@ def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
     body: cython.p_uchar,
     body_len: cython.Py_ssize_t,
     topic_field: bytes,
-    properties: bytes,
+    own: cython.p_uchar,
+    own_len: cython.Py_ssize_t,
+    sep: cython.Py_ssize_t,
+    extra: cython.p_uchar,
+    extra_len: cython.Py_ssize_t,
     total_size: cython.longlong,
 ) -> cython.longlong:
     """Write one v1 record at ``out[pos:]``; return its TOTALSIZE.
 
+    The properties come in two parts, written ``own[:own_len]``, a 0x02 when
+    ``sep`` is 1, then ``extra[:extra_len]`` (a batch item's own properties and
+    the batch's, without joining them first; one part with ``extra_len`` 0).
     TOTALSIZE (``total_size`` when not negative, else the size by the
     record's formula) and MAGICCODE go in last, after a store barrier: a
     writer killed part-way leaves no magic, so recovery never takes a
@@ -345,43 +352,6 @@ def write_record(  # noqa: PLR0917  # the record's fields, positional for speed
         ValueError: the record does not fit ``out``.
         struct.error: the properties are longer than an int16 length says.
     """
-    return write_record_split(
-        out, out_len, pos, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-        born_timestamp, born_host, store_timestamp, store_host, reconsume_times, prepared,
-        body, body_len, topic_field, properties, len(properties), 0, properties, 0, total_size,
-    )  # fmt: skip
-
-
-@cython.cfunc
-def write_record_split(  # noqa: PLR0917  # the record's fields, positional for speed
-    out: cython.p_uchar,
-    out_len: cython.Py_ssize_t,
-    pos: cython.longlong,
-    crc: cython.int,
-    queue_id: cython.int,
-    flag: cython.int,
-    queue_offset: cython.longlong,
-    physical_offset: cython.longlong,
-    sys_flag: cython.int,
-    born_timestamp: cython.longlong,
-    born_host: bytes,
-    store_timestamp: cython.longlong,
-    store_host: bytes,
-    reconsume_times: cython.int,
-    prepared: cython.longlong,
-    body: cython.p_uchar,
-    body_len: cython.Py_ssize_t,
-    topic_field: bytes,
-    own: cython.p_uchar,
-    own_len: cython.Py_ssize_t,
-    sep: cython.Py_ssize_t,
-    extra: cython.p_uchar,
-    extra_len: cython.Py_ssize_t,
-    total_size: cython.longlong,
-) -> cython.longlong:
-    """:func:`write_record` with the properties given in two parts, written
-    ``own[:own_len]``, a 0x02 when ``sep`` is 1, ``extra[:extra_len]`` (a batch
-    item's own properties and the batch's, without joining them first)."""
     born_len: cython.Py_ssize_t = len(born_host)
     store_len: cython.Py_ssize_t = len(store_host)
     topic_len: cython.Py_ssize_t = len(topic_field)
@@ -484,7 +454,8 @@ def encode_record_into(  # noqa: PLR0917
                     cython.cast(cython.p_uchar, out.buf), out.len, pos, crc, queue_id, flag,
                     queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
                     store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
-                    cython.cast(cython.p_uchar, data.buf), data.len, topic_field, properties, size,
+                    cython.cast(cython.p_uchar, data.buf), data.len, topic_field, properties,
+                    len(properties), 0, properties, 0, size,
                 )  # fmt: skip
             finally:
                 PyBuffer_Release(cython.address(out))
@@ -496,7 +467,8 @@ def encode_record_into(  # noqa: PLR0917
         size = write_record(
             view, len(view), pos, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
             born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-            prepared_transaction_offset, data_view, len(data_view), topic_field, properties, size,
+            prepared_transaction_offset, data_view, len(data_view), topic_field, properties,
+            len(properties), 0, properties, 0, size,
         )  # fmt: skip
     return size
 

@@ -40,7 +40,7 @@ if cython.compiled:
         fields_of_utf8,
         fold_str,
         store_barrier,
-        write_record_split,
+        write_record,
     )
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
@@ -63,7 +63,7 @@ else:
         _model = load_interpreted("apogee.model.kernels")
     fields_of_utf8 = _model.fields_of_utf8
     fold_str = _model.fold_str
-    write_record_split = _model.write_record_split
+    write_record = _model.write_record
 
 CRC_MASK = cython.declare(cython.uint, 0x7FFFFFFF)
 # Constants past 2**31 are declared: as bare literals Cython makes them Python ints
@@ -338,7 +338,7 @@ def _encode_batch(  # noqa: PLR0915, PLR0917  # one loop over the items, both bu
             PyObject_GetBuffer(t[1], cython.address(body), PyBUF_SIMPLE)
             try:
                 extent = fixed + body.len + plen
-                write_record_split(
+                write_record(
                     out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
                     born_host, store_timestamp, store_host, reconsume_times, 0,
                     cython.cast(cython.p_uchar, body.buf), body.len, topic_field, op, own_len,
@@ -349,7 +349,7 @@ def _encode_batch(  # noqa: PLR0915, PLR0917  # one loop over the items, both bu
         else:
             with memoryview(t[1]).cast("B") as data:
                 extent = fixed + len(data) + plen
-                write_record_split(
+                write_record(
                     out, out_len, pos, crc, qid, flag, qoff, phys, sys_flag, born_timestamp,
                     born_host, store_timestamp, store_host, reconsume_times, 0, data, len(data),
                     topic_field, op, own_len, sep, ep, extra_len, extent,
