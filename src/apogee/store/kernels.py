@@ -128,8 +128,8 @@ def _separated(own: cython.p_uchar, own_len: cython.Py_ssize_t,
 
 # -- batches --------------------------------------------------------------------------
 
-#: prepare_batch's answer when the batch can be stored: (BATCH_OK, total bytes)
-BATCH_OK = cython.declare(cython.int, 3)
+# prepare_batch's answer when the batch can be stored: (_BATCH_OK, total bytes)
+_BATCH_OK = cython.declare(cython.int, 3)
 
 
 def prepare_batch(
@@ -190,7 +190,7 @@ def prepare_batch(
         if size > max_record:
             return _ITEM_TOO_BIG, size
         total += size
-    return BATCH_OK, total
+    return _BATCH_OK, total
 
 
 @cython.cfunc
