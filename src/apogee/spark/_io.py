@@ -59,6 +59,7 @@ from apogee.protocol.command import RemotingCommand
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import ClientConfig
 from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.runner import loop_factory
 
 T = TypeVar("T")
 
@@ -133,10 +134,11 @@ class RawPull:
 
 
 class _LoopThread:
-    """An event loop on a daemon thread; one per process."""
+    """An event loop on a daemon thread (uvloop when installed); one per process."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        factory = loop_factory()
+        self.loop = factory() if factory is not None else asyncio.new_event_loop()
         self.pid = os.getpid()
         thread = threading.Thread(target=self.loop.run_forever, name="apogee-spark", daemon=True)
         thread.start()
