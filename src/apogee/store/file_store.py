@@ -546,7 +546,7 @@ class FileMessageStore:
         )  # fmt: skip
         if result.status is GetStatus.FOUND:
             self.stats["get_found"] += 1
-            self.stats["get_transferred_msgs"] += len(result.messages)
+            self.stats["get_transferred_msgs"] += result.message_count
         else:
             self.stats["get_miss"] += 1
         return result

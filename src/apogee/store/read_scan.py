@@ -3,11 +3,12 @@
 
 Owns: :func:`scan`, the per-unit loop of ``apogee.store.reads.get_messages``
 (RocketMQ DefaultMessageStore.getMessage's loop): the batch limits, tag-code
-filtering, the records as views of the mapped commit log and their runs (the
-rules are in ``reads``' docstring). It runs once per message a consumer
-pulls, so it is compiled by Cython when a C compiler is at hand (the first
-line): the units are read through a pointer and the limits are C integers;
-only the record views and the segment lookups are Python objects. The same
+filtering, the records as runs of views of the mapped commit log and their
+sizes (the rules are in ``reads``' docstring). It runs once per message a
+consumer pulls, so it is compiled by Cython when a C compiler is at hand (the
+first line): the units are read through a pointer and the limits are C
+integers; per record only its size and queue offset become Python objects
+(a view per record is made later, if ever: ``GetResult.messages``). The same
 source runs interpreted otherwise, reading the units with ``struct``.
 """
 
@@ -90,7 +91,7 @@ def _scan(  # noqa: PLR0915, PLR0917
     disk_bytes: cython.longlong = on_disk[0]
     disk_count: cython.Py_ssize_t = on_disk[1]
     filtering: cython.bint = bool(tag_filter)
-    messages: list[memoryview] = []
+    sizes: list[int] = []
     qoffs: list[int] = []
     runs: list[memoryview] = []
     status = GetStatus.NO_MATCHED_MESSAGE
@@ -146,17 +147,17 @@ def _scan(  # noqa: PLR0915, PLR0917
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 skip_below = phys - phys % seg_size + seg_size
                 continue
+            try:
+                # a view of our own: the segment may release its view while ours is in use
+                seg_view = seg.view[:]
+            except ValueError:  # segment unmapped meanwhile
+                seg_start = seg_limit = -1
+                if not total:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
             seg_start = seg.start
             seg_limit = seg_start + seg.wrote
-            seg_view = seg.view
         pos = phys - seg_start
-        try:
-            messages.append(seg_view[pos : pos + size])
-        except ValueError:  # segment unmapped meanwhile
-            seg_start = seg_limit = -1
-            if not total:
-                status = GetStatus.MESSAGE_WAS_REMOVING
-            continue
         if pos == run_end and seg_view is run_view:
             run_end = pos + size
         else:
@@ -165,21 +166,21 @@ def _scan(  # noqa: PLR0915, PLR0917
             run_view = seg_view
             run_start = pos
             run_end = pos + size
+        sizes.append(size)
         qoffs.append(offset + scanned - 1)
         count += 1
         total += size
         status = GetStatus.FOUND
     if run_view is not None:
-        # the record views above pin the segment's view: it cannot be released here
         runs.append(run_view[run_start:run_end])
     return GetResult(
         status,
         offset + scanned,
         0,
         0,
-        messages,
-        qoffs,
-        total,
-        clog_max - last_phys > memory_bytes,
-        runs if count else None,
+        queue_offsets=qoffs,
+        total_bytes=total,
+        suggest_pulling_from_slave=clog_max - last_phys > memory_bytes,
+        runs=runs if count else None,
+        sizes=sizes,
     )

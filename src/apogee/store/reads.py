@@ -17,10 +17,12 @@ on a slave unless offsetCheckInSlave):
                               offset + units scanned
 
 The records are returned as views of the mapped commit log, so a pull body
-is sent without copying; records that lie back to back in one segment (a
-batch sent to one queue) are also returned as one view per run
-(``GetResult.runs``), which an answer writes as fewer buffers. The loop
-over the units is ``apogee.store.read_scan.scan`` (compiled).
+is sent without copying: one view per run of records that lie back to back
+in one segment (a batch sent to one queue), which an answer writes as few
+buffers, and each record's size, from which ``GetResult.messages`` cuts one
+view per record only when something asks for them (a filter, an admin
+read). The loop over the units is ``apogee.store.read_scan.scan``
+(compiled).
 """
 
 from __future__ import annotations

@@ -113,26 +113,40 @@ class PutResult:
 class GetResult:
     """What one read of a consume queue returned.
 
-    ``messages`` are views into the mapped commit log (no copy): send them as
-    they are and drop them soon, since a view keeps its file mapped. ``runs``,
-    when set, are the same bytes as ``messages`` joined, in fewer views: each
-    covers records that lie back to back in the commit log. Whoever changes
-    ``messages`` (a filter) sets ``runs`` to None.
+    The records are views into the mapped commit log (no copy): send them as
+    they are and drop them soon, since a view keeps its file mapped. A read
+    makes ``runs``, one view per stretch of records that lie back to back in
+    the commit log, and ``sizes``, each record's size in order; ``messages``,
+    one view per record, is cut from the runs when first asked for (a filter,
+    an admin read), so an answer that sends the runs makes no object per
+    record. Whoever changes ``messages`` (a filter) sets ``runs`` to None.
     """
 
     status: GetStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[memoryview] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
     total_bytes: int = 0
     suggest_pulling_from_slave: bool = False
     runs: list[memoryview] | None = None
+    sizes: list[int] = field(default_factory=list)
+    _messages: list[memoryview] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def messages(self) -> list[memoryview]:
+        """One view per record (cut from ``runs`` on first use)."""
+        if self._messages is None:
+            self._messages = _split(self.runs, self.sizes) if self.runs else []
+        return self._messages
+
+    @messages.setter
+    def messages(self, views: list[memoryview]) -> None:
+        self._messages = views
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        return len(self.sizes) if self._messages is None else len(self._messages)
 
     @property
     def body(self) -> list[memoryview]:
@@ -145,9 +159,24 @@ class GetResult:
             for view in self.runs:
                 view.release()
             self.runs = None
-        for view in self.messages:
-            view.release()
-        self.messages.clear()
+        if self._messages is not None:
+            for view in self._messages:
+                view.release()
+        self._messages = []
+        self.sizes = []
+
+
+def _split(runs: list[memoryview], sizes: list[int]) -> list[memoryview]:
+    """The records of ``runs``, one view each, cut at ``sizes`` in order."""
+    out: list[memoryview] = []
+    it = iter(sizes)
+    for run in runs:
+        pos, end = 0, run.nbytes
+        while pos < end:
+            size = next(it)
+            out.append(run[pos : pos + size])
+            pos += size
+    return out
 
 
 @dataclass(slots=True)

@@ -75,6 +75,25 @@ def test_records_back_to_back_come_as_one_run(tmp_path: Path) -> None:
     store.close()
 
 
+def test_records_are_cut_from_the_runs_only_when_asked_for(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    put_many(store, 3, queue_id=0)
+    put_many(store, 1, queue_id=1)
+    put_many(store, 2, queue_id=0)
+    got = store.get("TopicTest", 0, 0, 32)
+    assert got.message_count == 5 and got.sizes == [len(v) for v in got.messages]
+    # each view is one whole record, in queue order
+    assert [decode_record(bytes(v)).queue_offset for v in got.messages] == [0, 1, 2, 3, 4]
+    assert [decode_record(bytes(v)).body for v in got.messages] == [
+        b"m000", b"m001", b"m002", b"m000", b"m001"
+    ]  # fmt: skip
+    del got.messages[3:]  # a caller that trims the records trims the count with them
+    assert got.message_count == 3
+    got.release()
+    assert got.message_count == 0 and got.messages == []
+    store.close()
+
+
 def test_statuses_at_the_edges_of_a_queue(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     put_many(store, 3)

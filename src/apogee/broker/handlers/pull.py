@@ -188,14 +188,14 @@ class PullHandler:
         tag_coded = sql is None and not (sub.is_all or sub.class_filter_mode)
         codes = sub.code_lookup if tag_coded else None
         result = self._read(header, header.queue_offset, codes)
-        if result.messages:
+        if result.message_count:
             test = self._record_test(header, sub, sql, tag_coded)
             if test is not None:
                 _keep(result, test)
                 if sql is not None:
                     self._read_on(header, codes, test, result)
         code = pull_code(
-            result.status, header.queue_offset, bool(result.messages), self._settings.is_slave
+            result.status, header.queue_offset, result.message_count > 0, self._settings.is_slave
         )
         if (
             code == ResponseCode.PULL_NOT_FOUND
@@ -228,7 +228,7 @@ class PullHandler:
         if code == ResponseCode.SUCCESS:
             if self._count_found is not None:
                 self._count_found(
-                    header.consumer_group, header.topic, len(result.messages), result.total_bytes
+                    header.consumer_group, header.topic, result.message_count, result.total_bytes
                 )
             return request.make_response(code, result.status.value, ext, result.body)
         return request.make_response(code, result.status.value, ext)
