@@ -210,9 +210,9 @@ def bench_read(root: Path, count: int, body: bytes) -> tuple[float, int, int]:
             offset = 0
             while True:
                 result = get(TOPIC, q, offset, 32)
-                if not result.messages:
+                if not result.message_count:
                     break
-                read += len(result.messages)
+                read += result.message_count
                 total += result.total_bytes
                 offset = result.next_begin_offset
         elapsed = time.perf_counter() - start
