@@ -36,7 +36,7 @@ from apogee.model.message import Message, StoreBatch, StoreMessage, properties_t
 from apogee.model.message_codec import decode_batch, encode_batch
 from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.file_store import FileMessageStore
-from apogee.store.results import PutStatus
+from apogee.store.results import PutResult, PutStatus
 
 TOPIC = "BenchmarkTest"
 QUEUES = 8
@@ -73,13 +73,27 @@ def _store(
         store.close()
 
 
+def _refused(result: PutResult) -> click.ClickException:
+    """A put the store did not take: a figure made of refusals would be no figure."""
+    return click.ClickException(
+        f"the store refused a write: {result.status.value} ({result.reason or 'no reason given'})"
+    )
+
+
+def _fail(finished: asyncio.Future[None], exc: Exception) -> None:
+    if not finished.done():
+        finished.set_exception(exc)
+
+
 def bench_single(root: Path, count: int, body: bytes) -> float:
     msgs = _messages(body)
     with _store(root, "single") as store:
         put, dispatch = store.put, store.dispatch_step
         start = time.perf_counter()
         for i in range(count):
-            put(msgs[i & (POOL - 1)])
+            result = put(msgs[i & (POOL - 1)])
+            if not result.ok:
+                raise _refused(result)
             if i & 255 == 255:
                 dispatch(1024)
         while dispatch(4096):
@@ -103,7 +117,9 @@ def bench_batch(root: Path, count: int, body: bytes, size: int) -> float:
             items = decode_batch(bodies[n & 15])
             batch = StoreBatch(TOPIC, n % QUEUES, items, "WAIT\x01true\x02", born_host=host,
                                store_host=host)  # fmt: skip
-            store.put_batch(batch)
+            result = store.put_batch(batch)
+            if not result.ok:
+                raise _refused(result)
             store.dispatch_step(4096)
         return time.perf_counter() - start
 
@@ -141,7 +157,11 @@ async def _sync_writers(store: FileMessageStore, msgs: list[StoreMessage], count
         if left[0] <= 0:
             return
         left[0] -= 1
-        future = store.flush_future(store.put(msgs[(left[0] * writers + w) & (POOL - 1)]))
+        result = store.put(msgs[(left[0] * writers + w) & (POOL - 1)])
+        if not result.ok:
+            _fail(finished, _refused(result))
+            return
+        future = store.flush_future(result)
         kick()
         if future.done():  # already durable: answer on the next turn, not recursively
             loop.call_soon(answered, future, [w])
