@@ -3,7 +3,7 @@
 # only a .pxd body is inlined into the module that cimports it; a function defined in
 # a .py would be called through a pointer table imported at run time.
 
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef inline short get16(const unsigned char *p, Py_ssize_t at) noexcept nogil:
     return <short>((p[at] << 8) | p[at + 1])
@@ -39,3 +39,8 @@ cdef inline void copy_bytes(unsigned char *out, Py_ssize_t at, const unsigned ch
 cdef inline bint same_at(const unsigned char *p, Py_ssize_t at, const char *name,
                          Py_ssize_t n) noexcept nogil:
     return memcmp(p + at, name, n) == 0
+
+cdef inline Py_ssize_t find_byte(const unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                                 unsigned char byte) noexcept nogil:
+    cdef const unsigned char *hit = <const unsigned char *>memchr(p + start, byte, end - start)
+    return hit - p if hit != NULL else -1

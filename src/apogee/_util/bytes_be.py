@@ -2,8 +2,9 @@
 
 Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
 offset), ``put16``/``put32``/``put64`` (one written there) and ``copy_bytes``
-(a run of bytes copied from one buffer into another) and ``same_at`` (whether a
-run of bytes is a given name), the one place
+(a run of bytes copied from one buffer into another), ``same_at`` (whether a
+run of bytes is a given name) and ``find_byte`` (where a byte first occurs in a
+run: ``memchr``), the one place
 where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
 ``apogee.model.received``, ``apogee.spark.scan``, ``apogee.protocol.header_scan``)
 read and write a number.
@@ -64,3 +65,9 @@ def same_at(p: cython.p_uchar, at: int, name: cython.p_char, n: int) -> bool:
     """Whether ``p[at:at + n]`` is ``name`` (compiled: a ``memcmp``, inlined for a constant n)."""
     same: bool = p[at : at + n] == name
     return same
+
+
+def find_byte(p: cython.p_uchar, start: int, end: int, byte: int) -> int:
+    """Index of the first ``byte`` in ``p[start:end]``, or -1 (compiled: a ``memchr``)."""
+    found: int = p.find(byte, start, end)
+    return found

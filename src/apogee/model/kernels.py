@@ -49,6 +49,7 @@ from apogee.model.message import BatchItem
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import (
         copy_bytes,
+        find_byte,
         get16,
         get32,
         get64,
@@ -74,10 +75,11 @@ if cython.compiled:
         PyUnicode_KIND,
         PyUnicode_New,
     )
-    from cython.cimports.libc.string import memchr, memcmp, memcpy, memset
+    from cython.cimports.libc.string import memcmp, memcpy, memset
 else:
     from apogee._util.bytes_be import (
         copy_bytes,
+        find_byte,
         get16,
         get32,
         get64,
@@ -132,20 +134,6 @@ def _put_host(
     else:
         p[at : at + field] = bytes(host[:field]).ljust(field, b"\0")
     return 0
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _find(
-    p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t, byte: cython.uchar
-) -> cython.Py_ssize_t:
-    """Index of the first ``byte`` in ``p[start:end]``, or -1."""
-    if cython.compiled:
-        hit: cython.p_uchar = cython.cast(cython.p_uchar, memchr(p + start, byte, end - start))
-        return hit - p if hit != cython.NULL else -1
-    found: int = p.find(byte, start, end)
-    return found
 
 
 @cython.cfunc
@@ -275,10 +263,10 @@ def fields_of_utf8(p: cython.p_uchar, n: cython.Py_ssize_t) -> Fields:
     sep: cython.Py_ssize_t
     name_len: cython.Py_ssize_t
     while start <= n:
-        end = _find(p, start, n, 0x02)
+        end = find_byte(p, start, n, 0x02)
         if end < 0:
             end = n
-        sep = _find(p, start, end, 0x01)
+        sep = find_byte(p, start, end, 0x01)
         name_len = sep - start
         if sep > start and end > sep + 1:  # a name and a value
             if name_len == 4 and same_at(p, start, b"TAGS", 4):
@@ -624,8 +612,8 @@ def _named_before(p: cython.p_uchar, base: cython.Py_ssize_t, start: cython.Py_s
     at: cython.Py_ssize_t = base
     end: cython.Py_ssize_t
     while at < start:
-        end = _find(p, at, start, 0x02)
-        if _find(p, at, end, 0x01) - at == n:
+        end = find_byte(p, at, start, 0x02)
+        if find_byte(p, at, end, 0x01) - at == n:
             if cython.compiled:
                 if memcmp(p + at, p + start, n) == 0:
                     return True
@@ -706,8 +694,8 @@ def _record_facts(  # one pass; each way out is a reason to decode
     sep: cython.Py_ssize_t
     i: cython.Py_ssize_t
     while start < n:
-        end = _find(p, start, n, 0x02)
-        sep = _find(p, start, end, 0x01)
+        end = find_byte(p, start, n, 0x02)
+        sep = find_byte(p, start, end, 0x01)
         if sep <= start or sep + 1 >= end or _named_before(p, at, start, sep):
             return None  # no name, no value or a name twice: not canonical
         i = _name_in(p, start, sep - start, wanted)
@@ -742,8 +730,8 @@ def _kept(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t, droppe
     start: cython.Py_ssize_t = at
     end: cython.Py_ssize_t
     while start < n:
-        end = _find(p, start, n, 0x02)
-        if _name_in(p, start, _find(p, start, end, 0x01) - start, dropped) < 0:
+        end = find_byte(p, start, n, 0x02)
+        if _name_in(p, start, find_byte(p, start, end, 0x01) - start, dropped) < 0:
             copy_bytes(q, w, p, start, end + 1 - start)
             w += end + 1 - start
         start = end + 1

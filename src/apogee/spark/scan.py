@@ -50,7 +50,14 @@ import cython
 from apogee.errors import ProtocolError
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import copy_bytes, get16, get32, get64, same_at
+    from cython.cimports.apogee._util.bytes_be import (
+        copy_bytes,
+        find_byte,
+        get16,
+        get32,
+        get64,
+        same_at,
+    )
     from cython.cimports.cpython.buffer import (
         PyBUF_SIMPLE,
         PyBUF_WRITABLE,
@@ -58,9 +65,9 @@ if cython.compiled:
         PyObject_GetBuffer,
     )
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
-    from cython.cimports.libc.string import memchr, memcmp
+    from cython.cimports.libc.string import memcmp
 else:
-    from apogee._util.bytes_be import copy_bytes, get16, get32, get64, same_at
+    from apogee._util.bytes_be import copy_bytes, find_byte, get16, get32, get64, same_at
 
 #: The fixed fields of a record with IPv4 hosts, up to BODYLEN: the least a record has.
 MIN_RECORD = 88
@@ -240,8 +247,12 @@ def _fill_entries(
         stop: cython.Py_ssize_t = start + rows[r + _PROPS_LEN]
         first: cython.Py_ssize_t = m
         while start < stop:
-            piece_end: cython.Py_ssize_t = _find(p, start, stop, 0x02)
-            cut: cython.Py_ssize_t = _find(p, start, piece_end, 0x01)
+            piece_end: cython.Py_ssize_t = find_byte(p, start, stop, 0x02)
+            if piece_end < 0:
+                piece_end = stop
+            cut: cython.Py_ssize_t = find_byte(p, start, piece_end, 0x01)
+            if cut < 0:
+                cut = piece_end
             name_len: cython.Py_ssize_t = cut - start
             if name_len > 0 and piece_end > cut + 1:  # a name and a value
                 slot: cython.Py_ssize_t = _taken(p, start, name_len)
@@ -265,20 +276,6 @@ def _fill_entries(
             start = piece_end + 1
         rows[r + _ENTRIES] = m - first
     return m, dropped
-
-
-@cython.cfunc
-@cython.inline
-@cython.exceptval(check=False)
-def _find(
-    p: cython.p_uchar, start: cython.Py_ssize_t, stop: cython.Py_ssize_t, byte: cython.uchar
-) -> cython.Py_ssize_t:
-    """Index of the first ``byte`` in ``p[start:stop]``, or ``stop``."""
-    if cython.compiled:
-        hit: cython.p_uchar = cython.cast(cython.p_uchar, memchr(p + start, byte, stop - start))
-        return hit - p if hit != cython.NULL else stop
-    found: int = p.find(byte, start, stop)
-    return stop if found < 0 else found
 
 
 @cython.cfunc
