@@ -26,8 +26,8 @@ first line) where a C compiler is at hand, and the same file runs
 interpreted otherwise (``APOGEE_PURE_PYTHON=1`` forces that). The builds
 differ only in how bytes are reached: compiled, a buffer is taken with
 ``PyObject_GetBuffer`` and read or written through a ``unsigned char *``;
-interpreted, the same helpers (``get32``, ``put32``, ... from
-``apogee._util.bytes_be``, and ``_copy``, ``_find``, ... here) work on a
+interpreted, the same helpers (``get32``, ``put32``, ``find_byte``, ...
+from ``apogee._util.bytes_be``, and ``_copy``, ... here) work on a
 memoryview or bytes with ``struct``. Everything above those helpers is
 one code path. A number that does not fit its field raises OverflowError
 compiled (argument conversion) and struct.error interpreted; callers catch
