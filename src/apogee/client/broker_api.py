@@ -344,6 +344,36 @@ class BrokerApi:
         else:
             uniq = ",".join(_ensure_uniq_key(m, born) for m in messages)
             body = encode_batch(messages)
+        return await self.send_batch_body(
+            addr, broker_name, topic, body, uniq, queue_id=queue_id,
+            producer_group=producer_group, default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums, timeout_s=timeout_s,
+            sys_flag=sys_flag, properties=properties, born=born,
+        )  # fmt: skip
+
+    async def send_batch_body(  # a send header's fields
+        self,
+        addr: str,
+        broker_name: str,
+        topic: str,
+        body: bytes | bytearray,
+        msg_ids: str,
+        *,
+        queue_id: int,
+        producer_group: str,
+        default_topic: str = AUTO_CREATE_TOPIC_KEY,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        timeout_s: float | None = None,
+        sys_flag: int = 0,
+        properties: str = "",
+        born: int | None = None,
+    ) -> SendResult:
+        """Send a batch body already encoded (``MessageDecoder.encodeMessages``'s layout,
+        each message with its UNIQ_KEY) for ``topic``, as ``send_batch`` does.
+
+        ``msg_ids`` becomes the result's ``msg_id``: the messages' UNIQ_KEYs,
+        comma-joined, or "" for a caller that does not keep them.
+        """
         header = h.SendMessageRequestHeader(
             producer_group=producer_group,
             topic=topic,
@@ -351,7 +381,7 @@ class BrokerApi:
             default_topic_queue_nums=default_topic_queue_nums,
             queue_id=queue_id,
             sys_flag=sys_flag,
-            born_timestamp=born,
+            born_timestamp=self.clock.now_ms() if born is None else born,
             flag=0,
             properties=properties,
             batch=True,
@@ -362,7 +392,7 @@ class BrokerApi:
             RequestCode.SEND_BATCH_MESSAGE,
             header,
             body=body,
-            uniq=uniq,
+            uniq=msg_ids,
             timeout_s=timeout_s,
         )
 

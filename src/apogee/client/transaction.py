@@ -2,7 +2,8 @@
 
 Owns: LocalTransactionState, ``send_half`` (a message marked as RocketMQ's
 TransactionMQProducer marks it), ``send_half_batch`` (many messages in one
-request and one transaction: an Apogee broker's extension),
+request and one transaction: an Apogee broker's extension) and
+``send_half_batch_body`` (the same, its body already encoded),
 ``end_transaction`` (END_TRANSACTION built from the half's SendResult) and
 TransactionCheckHandler, which answers the broker's CHECK_TRANSACTION_STATE
 with the state a producer group's callback returns.
@@ -127,10 +128,6 @@ async def send_half_batch(
             each message as a half message of its own).
     """
     tx_id = new_uniq_key(api.clock.now_ms())
-    props = dict(properties or {})
-    props[PROPERTY_TRANSACTION_PREPARED] = "true"
-    props[PROPERTY_PRODUCER_GROUP] = producer_group
-    props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = tx_id
     for msg in messages:  # the broker writes these for the whole batch
         msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         msg.properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
@@ -143,11 +140,59 @@ async def send_half_batch(
         producer_group=producer_group,
         timeout_s=timeout_s,
         sys_flag=TRANSACTION_PREPARED_TYPE,
-        properties=properties_to_string(props),
+        properties=_half_batch_properties(properties, producer_group, tx_id),
     )
+    return _one_transaction(result, len(messages), tx_id)
+
+
+async def send_half_batch_body(  # noqa: PLR0917  # a batch send's pieces
+    api: BrokerApi,
+    addr: str,
+    broker_name: str,
+    topic: str,
+    body: bytes | bytearray,
+    count: int,
+    *,
+    queue_id: int,
+    producer_group: str,
+    properties: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> SendResult:
+    """``send_half_batch`` for a batch body already encoded: ``count`` messages of
+    ``topic``, each with its UNIQ_KEY and without TRAN_MSG, PGROUP or DELAY
+    (``BrokerApi.send_batch_body``). The same answer and the same errors.
+    """
+    tx_id = new_uniq_key(api.clock.now_ms())
+    result = await api.send_batch_body(
+        addr,
+        broker_name,
+        topic,
+        body,
+        tx_id,
+        queue_id=queue_id,
+        producer_group=producer_group,
+        timeout_s=timeout_s,
+        sys_flag=TRANSACTION_PREPARED_TYPE,
+        properties=_half_batch_properties(properties, producer_group, tx_id),
+    )
+    return _one_transaction(result, count, tx_id)
+
+
+def _half_batch_properties(
+    properties: Mapping[str, str] | None, producer_group: str, tx_id: str
+) -> str:
+    """The batch-level properties of a batch of half messages: one transaction's."""
+    props = dict(properties or {})
+    props[PROPERTY_TRANSACTION_PREPARED] = "true"
+    props[PROPERTY_PRODUCER_GROUP] = producer_group
+    props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = tx_id
+    return properties_to_string(props)
+
+
+def _one_transaction(result: SendResult, count: int, tx_id: str) -> SendResult:
     if "," in result.offset_msg_id:
         raise ProtocolError(
-            f"a batch of {len(messages)} half messages was answered with one id per message"
+            f"a batch of {count} half messages was answered with one id per message"
         )
     return dataclasses.replace(result, msg_id=tx_id, transaction_id=tx_id)
 

@@ -1,6 +1,7 @@
 """Producer-side unique message ids (the UNIQ_KEY property).
 
-Owns: ``new_uniq_key`` and ``new_uniq_keys`` (many at once, for batches).
+Owns: ``new_uniq_key``, ``new_uniq_keys`` (many at once, for batches) and
+``uniq_key_block`` (many at once, for code that writes the ids itself).
 
 Layout of RocketMQ's MessageClientIDSetter, as 32 uppercase hex characters::
 
@@ -52,8 +53,13 @@ def _rebase(now_ms: int) -> None:
     _base_ms, _base_text = now_ms, f"{_prefix}{since:08X}"
 
 
-def _base(now_ms: int, count: int) -> tuple[str, int]:
-    """The id text up to the counter, and the first of ``count`` counter values."""
+def uniq_key_block(now_ms: int, count: int) -> tuple[str, int]:
+    """``count`` fresh UNIQ_KEYs for messages sent together at ``now_ms``, unwritten:
+    the id text up to the counter (28 hex digits) and the first counter value.
+
+    Id ``k`` of the block is the text, then ``(first + k) & 0xFFFF`` as four
+    uppercase hex digits.
+    """
     global _counter_next  # noqa: PLW0603  # per-process state
     with _lock:
         if now_ms != _base_ms:
@@ -86,7 +92,7 @@ def new_uniq_keys(now_ms: int, count: int) -> list[str]:
     """``count`` fresh UNIQ_KEYs for messages sent together at ``now_ms``."""
     if count <= 0:
         return []
-    base, first = _base(now_ms, count)
+    base, first = uniq_key_block(now_ms, count)
     end = first + count
     # every counter packed in one call, hex-formatted in one call with a comma
     # between counters, each comma then followed by the base, and split: a batch

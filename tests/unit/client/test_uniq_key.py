@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from apogee.client.uniq_key import new_uniq_key, new_uniq_keys
+from apogee.client.uniq_key import new_uniq_key, new_uniq_keys, uniq_key_block
 
 
 def test_layout_prefix_and_month_offset() -> None:
@@ -34,3 +34,12 @@ def test_ids_made_together_share_the_time_and_count_on() -> None:
     assert counters == [(first + i) & 0xFFFF for i in range(70_000)]
     assert int(new_uniq_key(now_ms)[28:], 16) == (first + 70_000) & 0xFFFF
     assert new_uniq_keys(now_ms + 1, 1)[0][20:28] != single[20:28]
+
+
+def test_a_block_of_ids_is_reserved_unwritten() -> None:
+    now_ms = 1_700_000_000_000
+    before = new_uniq_key(now_ms)
+    base, first = uniq_key_block(now_ms, 300)
+    assert base == before[:28] and first == (int(before[28:], 16) + 1) & 0xFFFF
+    # the block's 300 counters are taken: the next id counts on after them
+    assert int(new_uniq_key(now_ms)[28:], 16) == (first + 300) & 0xFFFF
