@@ -38,6 +38,7 @@ from apogee.client.transaction import (
     TransactionCheckHandler,
     send_half,
     send_half_batch,
+    send_half_batch_body,
 )
 from apogee.codes import RequestCode, ResponseCode
 from apogee.errors import BrokerResponseError, ClientError, TopicNotExistError, error_for_code
@@ -47,7 +48,13 @@ from apogee.model.client import (
     HeartbeatData,
     ProducerData,
 )
-from apogee.model.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
+from apogee.model.kernels import decode_batch
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    Message,
+    MessageExt,
+    string_to_properties,
+)
 from apogee.model.message_codec import store_timestamp_at
 from apogee.model.msgid import parse_offset_msg_id
 from apogee.model.results import SendResult, SendStatus
@@ -65,7 +72,7 @@ T = TypeVar("T")
 
 #: Consumer group named in pulls; the source never commits through a pull.
 READER_GROUP = "APOGEE_SPARK_READER"
-_BATCH_BYTES = 1 << 20  # a batch send stays far below the 4 MiB message limit
+BATCH_BYTES = 1 << 20  # a batch send stays far below the 4 MiB message limit
 _END_WINDOW = 2048  # END_TRANSACTIONs written before a barrier confirms them
 _HEARTBEAT_S = 20.0  # under the broker's 120 s channel expiry, as the Java client's 30 s is
 
@@ -78,6 +85,15 @@ class QueueRef:
     broker_name: str
     queue_id: int
     addr: str
+
+
+@dataclass(frozen=True, slots=True)
+class PackedSend:
+    """One batch send, its body already encoded: ``count`` messages for ``queue``."""
+
+    queue: QueueRef
+    body: bytearray
+    count: int
 
 
 #: What ending a half message takes: broker address, topic, its queue offset in the
@@ -96,7 +112,7 @@ def per_queue(
     for q, msg in rows:
         batch, size = open_batch.get(q) or ([], 0)
         alone = PROPERTY_DELAY_TIME_LEVEL in msg.properties
-        if batch and (alone or len(batch) >= batch_size or size + len(msg.body) > _BATCH_BYTES):
+        if batch and (alone or len(batch) >= batch_size or size + len(msg.body) > BATCH_BYTES):
             batches.append((q, batch))
             batch, size = [], 0
         if alone:
@@ -425,16 +441,7 @@ class Cluster:
         batch_size: int,
         common: Mapping[str, str],
     ) -> list[HalfRef]:
-        for addr in sorted({q.addr for q, _ in rows} - self._heartbeat_addrs):
-            self._heartbeat_addrs.add(addr)
-            self._producer_groups.add(group)
-            await self._heartbeat(addr)
-        if group not in self._producer_groups:
-            self._producer_groups.add(group)
-            for addr in sorted(self._heartbeat_addrs):
-                await self._heartbeat(addr)
-        self._start_heartbeats()
-        batches = per_queue(rows, batch_size)
+        await self._answering(group, {q.addr for q, _ in rows})
 
         async def one(q: QueueRef, messages: list[Message]) -> list[HalfRef]:
             if q.addr not in self._single_halves:
@@ -448,22 +455,92 @@ class Cluster:
                     if exc.code != ResponseCode.MESSAGE_ILLEGAL:
                         raise
                     self._single_halves.add(q.addr)  # a broker without batches of halves
-            for msg in messages:
-                msg.properties.update(common)
-            return [_half_ref(q, r) for r in await self._halves_one_by_one(q, messages, group)]
+            return await self._halves_one_by_one(q, messages, group, common)
 
-        done = await self._gather(one(q, messages) for q, messages in batches)
+        done = await self._gather(one(q, msgs) for q, msgs in per_queue(rows, batch_size))
         return [ref for refs in done for ref in refs]
 
+    def send_packed(self, sends: Sequence[PackedSend], group: str) -> Future[int]:
+        """Start the batch sends ``sends``, all at once; the future's result is their
+        message count, once every send was answered SEND_OK (any other answer
+        fails it)."""
+        return self.submit(self._send_packed(sends, group))
+
+    async def _send_packed(self, sends: Sequence[PackedSend], group: str) -> int:
+        api = self.broker_api
+
+        async def one(s: PackedSend) -> None:
+            q = s.queue
+            _require_ok(
+                await api.send_batch_body(
+                    q.addr, q.broker_name, q.topic, s.body, "", queue_id=q.queue_id,
+                    producer_group=group,
+                )
+            )  # fmt: skip
+
+        await self._gather(one(s) for s in sends)
+        return sum(s.count for s in sends)
+
+    def send_packed_halves(
+        self, sends: Sequence[PackedSend], group: str, common: Mapping[str, str]
+    ) -> Future[list[HalfRef]]:
+        """``send_halves`` for batch sends already encoded: each send one transaction
+        (one ref), in order. A broker that refuses batches of half messages gets
+        the messages of each one by one, decoded from its body."""
+        return self.submit(self._send_packed_halves(sends, group, common))
+
+    async def _send_packed_halves(
+        self, sends: Sequence[PackedSend], group: str, common: Mapping[str, str]
+    ) -> list[HalfRef]:
+        await self._answering(group, {s.queue.addr for s in sends})
+
+        async def one(s: PackedSend) -> list[HalfRef]:
+            q = s.queue
+            if q.addr not in self._single_halves:
+                try:
+                    result = await send_half_batch_body(
+                        self.broker_api, q.addr, q.broker_name, q.topic, s.body, s.count,
+                        queue_id=q.queue_id, producer_group=group, properties=common,
+                    )  # fmt: skip
+                    return [_half_ref(q, result)]
+                except BrokerResponseError as exc:
+                    if exc.code != ResponseCode.MESSAGE_ILLEGAL:
+                        raise
+                    self._single_halves.add(q.addr)
+            messages = [
+                Message(q.topic, bytes(item.body), properties=string_to_properties(item.properties))
+                for item in decode_batch(s.body)
+            ]
+            return await self._halves_one_by_one(q, messages, group, common)
+
+        done = await self._gather(one(s) for s in sends)
+        return [ref for refs in done for ref in refs]
+
+    async def _answering(self, group: str, addrs: set[str]) -> None:
+        """Announce ``group`` to every broker in ``addrs`` (and keep announcing it), so
+        that the brokers' transaction checks reach this process."""
+        for addr in sorted(addrs - self._heartbeat_addrs):
+            self._heartbeat_addrs.add(addr)
+            self._producer_groups.add(group)
+            await self._heartbeat(addr)
+        if group not in self._producer_groups:
+            self._producer_groups.add(group)
+            for addr in sorted(self._heartbeat_addrs):
+                await self._heartbeat(addr)
+        self._start_heartbeats()
+
     async def _halves_one_by_one(
-        self, q: QueueRef, messages: list[Message], group: str
-    ) -> list[SendResult]:
+        self, q: QueueRef, messages: list[Message], group: str, common: Mapping[str, str]
+    ) -> list[HalfRef]:
+        """One request and one transaction per message, ``common`` set on each."""
+        for msg in messages:
+            msg.properties.update(common)
         sends = (
             send_half(self.broker_api, q.addr, q.broker_name, m, queue_id=q.queue_id,
                       producer_group=group)
             for m in messages
         )  # fmt: skip
-        return await self._gather(sends)
+        return [_half_ref(q, r) for r in await self._gather(sends)]
 
     def end_transactions(
         self, halves: Sequence[HalfRef], group: str, state: LocalTransactionState

@@ -1,8 +1,8 @@
 """The ``rocketmq`` writers: at-least-once by default, exactly-once with half messages.
 
-Owns: the sink's input columns and their check, row -> message conversion,
-queue choice (``shardingKey``: one key, one queue, as RocketMQ's
-SelectMessageQueueByHash picks it; otherwise round robin), ``BatchWriter``
+Owns: the sink's input columns and their check, row -> message conversion
+(for record batches the columnar way does not take: see
+``apogee.spark.columnar``, which also chooses the queues), ``BatchWriter``
 and ``StreamWriter`` (Arrow writers: executors get record batches).
 
 Both modes hand rows to the client's loop thread in chunks, one chunk on the
@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -56,7 +56,6 @@ from pyspark.sql.types import (
 
 from apogee.client.transaction import LocalTransactionState
 from apogee.errors import ConfigError
-from apogee.model.javahash import java_string_hash
 from apogee.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -64,7 +63,7 @@ from apogee.model.message import (
     PROPERTY_TAGS,
     Message,
 )
-from apogee.spark._io import Cluster, HalfRef, QueueRef
+from apogee.spark._io import Cluster, HalfRef, PackedSend, QueueRef
 from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag, decide
 from apogee.spark.options import SinkOptions
 
@@ -125,31 +124,6 @@ class SinkCommit(WriterCommitMessage):
     halves: list[HalfRef] = field(default_factory=list)
 
 
-class _Router:
-    """Picks each row's queue: by sharding key hash, else round robin per topic."""
-
-    def __init__(self, cluster: Cluster, start: int) -> None:
-        self.cluster = cluster
-        self.start = start
-        self._queues: dict[str, list[QueueRef]] = {}
-        self._next: dict[str, int] = {}
-
-    def queue(self, topic: str, sharding_key: str | None) -> QueueRef:
-        queues = self._queues.get(topic)
-        if queues is None:
-            queues = self._queues[topic] = self.cluster.queues(topic, for_write=True)
-            if not queues:
-                raise ConfigError(
-                    f"topic {topic!r} does not exist or has no writable queue; create it "
-                    "first (apogee admin updateTopic)"
-                )
-        if sharding_key is not None:
-            return queues[abs(java_string_hash(sharding_key)) % len(queues)]
-        at = self._next.get(topic, self.start)
-        self._next[topic] = at + 1
-        return queues[at % len(queues)]
-
-
 def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, str | None]]:
     cols: dict[str, list[Any]] = {n: batch.column(n).to_pylist() for n in batch.schema.names}
     n = batch.num_rows
@@ -196,41 +170,58 @@ def _partition_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def _in_chunks(
-    batches: Iterator[pa.RecordBatch],
-    opts: SinkOptions,
-    cluster: Cluster,
-    start: Callable[[list[tuple[QueueRef, Message]]], Future[T]],
-) -> tuple[int, list[T]]:
-    """Hand the rows to the client's loop thread ``start(chunk)`` at a time; the row
-    count and the chunks' results, in order.
+@dataclass(frozen=True, slots=True)
+class _Shipper(Generic[T]):
+    """How a task's rows leave: per-row messages, or batch sends already encoded."""
 
-    A chunk is eight times ``maxInFlight`` rows, or what a record batch had left;
-    one chunk is on the wire while the next is built.
+    rows: Callable[[list[tuple[QueueRef, Message]]], Future[T]]
+    packed: Callable[[list[PackedSend]], Future[T]]
+
+
+def _in_chunks(
+    batches: Iterator[pa.RecordBatch], opts: SinkOptions, cluster: Cluster, ship: _Shipper[T]
+) -> tuple[int, list[T]]:
+    """Hand the rows to the client's loop thread a chunk at a time; the row count and
+    the chunks' results, in order.
+
+    A record batch that ``packable`` accepts becomes batch sends at once
+    (``plan_sends``), handed over ``maxInFlight`` sends at a time. Any other
+    goes row by row into chunks of eight times ``maxInFlight`` rows, or what
+    the record batch had left. One chunk is on the wire while the next is built.
     """
-    router = _Router(cluster, _partition_id())
-    window = max(opts.max_in_flight, 1) * 8
+    # numpy and pyarrow load on executors only: the driver's planning processes import
+    # this module too
+    from apogee.spark.columnar import Router, packable, plan_sends  # noqa: PLC0415
+
+    router = Router(lambda topic: cluster.queues(topic, for_write=True), _partition_id())
+    window = max(opts.max_in_flight, 1)
     pending: deque[Future[T]] = deque()
     results: list[T] = []
-    chunk: list[tuple[QueueRef, Message]] = []
     rows = 0
 
-    def ship() -> None:
-        pending.append(start(chunk))
+    def started(future: Future[T]) -> None:
+        pending.append(future)
         while len(pending) > 2:
             results.append(pending.popleft().result(opts.send_timeout_s * 4))
 
     with _no_cycle_collection():
         for batch in batches:
+            if not batch.num_rows:
+                continue
+            rows += batch.num_rows
+            if packable(batch):
+                sends = plan_sends(batch, opts.topic, router, opts.batch_size)
+                for at in range(0, len(sends), window):
+                    started(ship.packed(sends[at : at + window]))
+                continue
+            chunk: list[tuple[QueueRef, Message]] = []
             for msg, shard in _rows(batch, opts):
-                rows += 1
                 chunk.append((router.queue(msg.topic, shard), msg))
-                if len(chunk) >= window:
-                    ship()
+                if len(chunk) >= window * 8:
+                    started(ship.rows(chunk))
                     chunk = []
             if chunk:  # what arrived goes out now, not when the task ends
-                ship()
-                chunk = []
+                started(ship.rows(chunk))
         while pending:
             results.append(pending.popleft().result(opts.send_timeout_s * 4))
     return rows, results
@@ -256,11 +247,15 @@ def _no_cycle_collection() -> Iterator[None]:
 
 def _send_at_least_once(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> SinkCommit:
     cluster = Cluster.of(opts.namesrv, timeout_s=opts.send_timeout_s)
+    group = opts.producer_group
     rows, _ = _in_chunks(
         batches,
         opts,
         cluster,
-        lambda chunk: cluster.send_rows(chunk, opts.producer_group, opts.batch_size),
+        _Shipper(
+            lambda chunk: cluster.send_rows(chunk, group, opts.batch_size),
+            lambda sends: cluster.send_packed(sends, group),
+        ),
     )
     return SinkCommit(rows)
 
@@ -272,11 +267,15 @@ def _send_halves(
     cluster.answer_checks(opts.producer_group, lambda m: decide(cluster, m))
     token = uuid.uuid4().hex
     common = {TXN_PROPERTY: TxnTag(sink_id, batch_id, token).text()}  # every row's, once committed
+    group = opts.producer_group
     rows, sent = _in_chunks(
         batches,
         opts,
         cluster,
-        lambda chunk: cluster.send_halves(chunk, opts.producer_group, opts.batch_size, common),
+        _Shipper(
+            lambda chunk: cluster.send_halves(chunk, group, opts.batch_size, common),
+            lambda sends: cluster.send_packed_halves(sends, group, common),
+        ),
     )
     return SinkCommit(rows, sink_id, batch_id, token, [h for halves in sent for h in halves])
 
