@@ -32,8 +32,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import javaproperties
-
 from apogee.errors import ConfigError
 
 T = TypeVar("T")
@@ -45,6 +43,10 @@ def parse_properties(text: str) -> dict[str, str]:
     Raises:
         ConfigError: a malformed ``\\u`` escape.
     """
+    # imported here: javaproperties loads its XML form's modules (urllib, http.client),
+    # tens of milliseconds in every process that imports the client, most never parse
+    import javaproperties  # noqa: PLC0415
+
     try:
         raw: dict[str, str] = javaproperties.loads(text)
     except javaproperties.InvalidUEscapeError as exc:
