@@ -55,12 +55,14 @@ def test_a_batch_write_delivers_every_row_with_its_columns(
         )
         for i in range(200)
     ]
-    rows.append((b"later", None, None, None, None, 1))  # delay level 1: one second
-    df = spark.createDataFrame(rows, ROW_SCHEMA).coalesce(1)
+    later = (b"later", None, None, None, None, 1)  # delay level 1: one second
+    rows.append(later)
 
-    df.write.format("rocketmq").option("namesrv", cluster.namesrv).option("topic", topic_name).mode(
-        "append"
-    ).save()
+    # the 200 rows go column by column (apogee.spark.columnar), the delayed row row by row
+    for part in (rows[:200], [later]):
+        df = spark.createDataFrame(part, ROW_SCHEMA).coalesce(1)
+        writer = df.write.format("rocketmq").option("namesrv", cluster.namesrv)
+        writer.option("topic", topic_name).mode("append").save()
 
     got = [m for m in cluster.read(topic_name) if m.body != b"later"]
     by_body = {m.body: m for m in got}

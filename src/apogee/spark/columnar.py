@@ -4,7 +4,9 @@ Owns: ``Router`` (each row's queue), ``packable`` (whether a record batch
 can go this way) and ``plan_sends``, which turns a record batch into the
 bodies of its batch sends (``apogee.spark._io.PackedSend``) without an object per row: the
 rows' own properties (TAGS, KEYS, __SHARDINGKEY) are made as one Arrow
-string column with ``pyarrow.compute``, queues are chosen with numpy, and
+string column with ``pyarrow.compute`` (row by row with
+``apogee.spark.row_properties`` when a ``properties`` map is among the
+columns), queues are chosen with numpy, and
 ``apogee.spark.pack.pack_rows`` writes each send's records from the
 columns' buffers.
 
@@ -15,15 +17,16 @@ transaction) holds ``batchSize`` rows, not ``batchSize`` divided among the
 queues. A row's properties come in the order the per-row path writes them:
 TAGS, KEYS, __SHARDINGKEY, then its UNIQ_KEY.
 
-A record batch with a ``properties`` map, or a delay level on some row (a
-batch send cannot carry one), goes the per-row way instead
-(``apogee.spark.sink``).
+A record batch with a delay level on some row (a batch send cannot carry
+one), or a map entry the client or broker writes itself (``_RESERVED``),
+goes the per-row way instead (``apogee.spark.sink``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,9 +35,33 @@ import pyarrow.compute as pc
 from apogee.client.uniq_key import uniq_key_block
 from apogee.errors import ConfigError
 from apogee.model.javahash import java_string_hash
-from apogee.model.message import PROPERTY_KEYS, PROPERTY_SHARDING_KEY, PROPERTY_TAGS
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    properties_to_string,
+)
 from apogee.spark._io import BATCH_BYTES, PackedSend, QueueRef
 from apogee.spark.pack import RECORD_OVERHEAD, pack_rows
+from apogee.spark.row_properties import row_properties
+
+#: Map entries that leave a batch to the per-row way: the id (written here for every
+#: row), and what a batch of half messages may not set (the per-row way drops them).
+_RESERVED = pa.array(
+    [
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC,
+        PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP,
+        PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    ],
+    pa.string(),
+)  # fmt: skip
 
 
 class Router:
@@ -75,12 +102,14 @@ class Router:
 
 
 def packable(batch: pa.RecordBatch) -> bool:
-    """Whether ``plan_sends`` takes ``batch``: no properties map, no row with a delay level."""
+    """Whether ``plan_sends`` takes ``batch``: no row with a delay level, and no
+    ``properties`` map that sets a property the client or broker writes itself."""
     names = batch.schema.names
-    if "properties" in names:
+    if "delayLevel" in names and pc.any(pc.not_equal(batch.column("delayLevel"), 0)).as_py():
         return False
-    if "delayLevel" in names:
-        return not pc.any(pc.not_equal(batch.column("delayLevel"), 0)).as_py()
+    if "properties" in names:
+        keys = batch.column("properties").keys  # every entry's, of this slice and around it
+        return not pc.any(pc.is_in(keys, value_set=_RESERVED)).as_py()
     return True
 
 
@@ -138,6 +167,8 @@ def _buffers(column: pa.Array) -> tuple[np.ndarray, object]:
 def _own_properties(batch: pa.RecordBatch) -> pa.Array | None:
     """Each row's property pairs but its id, as one string column; None: no row has any."""
     names = batch.schema.names
+    if "properties" in names:  # a map: the per-row rule, row by row
+        return _by_row(batch)
     pairs: list[pa.Array] = []
     if "tags" in names:
         pairs.append(_pair(PROPERTY_TAGS, _non_empty(batch.column("tags"))))
@@ -152,6 +183,21 @@ def _own_properties(batch: pa.RecordBatch) -> pa.Array | None:
     if not pairs:
         return None
     return pc.binary_join_element_wise(*pairs, "", null_handling="replace", null_replacement="")
+
+
+def _by_row(batch: pa.RecordBatch) -> pa.Array:
+    """The property strings ``row_properties`` gives, one per row (a batch with a map)."""
+    n = batch.num_rows
+    none: list[None] = [None] * n
+
+    def cells(name: str) -> list[Any]:
+        return batch.column(name).to_pylist() if name in batch.schema.names else none
+
+    rows = zip(cells("properties"), cells("tags"), cells("keys"), cells("shardingKey"), strict=True)
+    return pa.array(
+        [properties_to_string(row_properties(p, t, k, None, s)) for p, t, k, s in rows],
+        pa.string(),
+    )
 
 
 def _non_empty(column: pa.Array) -> pa.Array:

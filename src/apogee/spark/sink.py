@@ -56,16 +56,11 @@ from pyspark.sql.types import (
 
 from apogee.client.transaction import LocalTransactionState
 from apogee.errors import ConfigError
-from apogee.model.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_SHARDING_KEY,
-    PROPERTY_TAGS,
-    Message,
-)
+from apogee.model.message import Message
 from apogee.spark._io import Cluster, HalfRef, PackedSend, QueueRef
 from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag, decide
 from apogee.spark.options import SinkOptions
+from apogee.spark.row_properties import row_properties
 
 if TYPE_CHECKING:  # the batches come from Spark: nothing here calls pyarrow itself
     import pyarrow as pa
@@ -142,27 +137,9 @@ def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, s
             raise ValueError("a row to send has a null body")
         if not topic:
             raise ValueError("a row to send has no topic (null topic column, no topic option)")
-        properties: dict[str, str] = {}
-        if props[i]:
-            properties.update((str(k), str(v)) for k, v in props[i] if v is not None)
-        if tags[i]:
-            properties[PROPERTY_TAGS] = tags[i]
-        if keys[i]:
-            key_text = keys[i] if isinstance(keys[i], str) else _join_keys(keys[i])
-            if key_text:
-                properties[PROPERTY_KEYS] = key_text
-        if delays[i]:
-            properties[PROPERTY_DELAY_TIME_LEVEL] = str(int(delays[i]))
-        if shards[i] is not None:
-            properties[PROPERTY_SHARDING_KEY] = shards[i]
+        properties = row_properties(props[i], tags[i], keys[i], delays[i], shards[i])
         data = body.encode() if isinstance(body, str) else body
         yield Message(topic, data, properties=properties), shards[i]
-
-
-def _join_keys(keys: list[str | None]) -> str:
-    """An array of keys as RocketMQ stores them: space-separated; null and empty ones
-    are left out (an array<string> column may hold nulls)."""
-    return " ".join(k for k in keys if k)
 
 
 def _partition_id() -> int:

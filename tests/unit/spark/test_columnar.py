@@ -63,6 +63,16 @@ def random_batch(rng: random.Random, n: int) -> pa.RecordBatch:
         columns["shardingKey"] = [rng.choice([None, "", "k1", "k2", "ключ"]) for _ in range(n)]
     if rng.random() < 0.3:
         columns["delayLevel"] = [rng.choice([None, 0]) for _ in range(n)]
+    if rng.random() < 0.5:  # names a column also sets among them: the column's value wins
+        names = ["a", "ü", "TAGS", "KEYS", "__SHARDINGKEY", "x" * 30]
+        columns["properties"] = pa.array(
+            [
+                None if rng.random() < 0.1
+                else [(rng.choice(names), text()) for _ in range(rng.randrange(4))]
+                for _ in range(n)
+            ],
+            pa.map_(pa.string(), pa.string()),
+        )  # fmt: skip
     return pa.RecordBatch.from_pydict(columns)
 
 
@@ -86,10 +96,13 @@ def test_the_same_messages_as_the_per_row_way(seed: int) -> None:
     want = Counter((m.topic, m.body, properties_to_string(m.properties)) for m in per_row)
     assert Counter((q.topic, body, own) for q, body, own, _ in got) == want
     assert all(0 < s.count <= batch_size for s in sends)
-    # a keyed row goes where its key hashes; the rows of a queue keep their order
-    for q, _, own, _ in got:
-        key = string_to_properties(own).get("__SHARDINGKEY")
-        if key is not None:
+    # a row with a sharding key (the column's) goes where its key hashes; the rows of a
+    # queue keep their order
+    shard_of = {m.body: shard for m, shard in _rows(batch, opts)}
+    once = {b for b, n in Counter(m.body for m in per_row).items() if n == 1}
+    for q, body, _, _ in got:
+        key = shard_of[body]
+        if body in once and key is not None:
             assert q.queue_id == abs(java_string_hash(key)) % 4
     bodies = [m.body for m in per_row]
     if len(set(bodies)) == len(bodies):
@@ -131,8 +144,14 @@ def test_what_the_columnar_way_does_not_take() -> None:
     base = {"body": [b"a", b"b"]}
     assert packable(pa.RecordBatch.from_pydict({**base, "delayLevel": [0, None]}))
     assert not packable(pa.RecordBatch.from_pydict({**base, "delayLevel": [0, 3]}))
-    props = pa.array([[("k", "v")], []], pa.map_(pa.string(), pa.string()))
-    assert not packable(pa.RecordBatch.from_pydict({**base, "properties": props}))
+
+    def with_map(*names: str) -> pa.RecordBatch:
+        props = pa.array([[(n, "v") for n in names], []], pa.map_(pa.string(), pa.string()))
+        return pa.RecordBatch.from_pydict({**base, "properties": props})
+
+    assert packable(with_map("k", "TAGS", "KEYS"))
+    for reserved in ("UNIQ_KEY", "PGROUP", "TRAN_MSG", "DELAY", "REAL_TOPIC"):
+        assert not packable(with_map("k", reserved)), reserved
 
 
 def test_bad_rows_are_named() -> None:
