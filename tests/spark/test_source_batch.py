@@ -87,6 +87,24 @@ def test_batch_read_returns_every_message_of_two_topics_once_with_all_columns(
     assert all(sorted(v) == list(range(15)) for v in per_queue.values())
 
 
+def test_a_schema_given_to_the_reader_reads_only_its_columns(
+    spark: Any, cluster: SparkCluster, topic_name: str
+) -> None:
+    sent = fill(cluster, [topic_name], 20)
+    reader = spark.read.format("rocketmq").option("namesrv", cluster.namesrv)
+    reader = reader.option("topics", topic_name)
+
+    rows = reader.schema("queueOffset long, body binary, tags string").load().collect()
+
+    assert [list(r.asDict()) for r in rows[:1]] == [["queueOffset", "body", "tags"]]
+    assert sorted((bytes(r.body), r.tags) for r in rows) == sorted(
+        (b, m.properties["TAGS"]) for b, m in sent.items()
+    )
+    assert sorted(r.queueOffset for r in rows) == sorted(list(range(5)) * 4)
+    with pytest.raises(Exception, match="column 'value' is not one the rocketmq source reads"):
+        reader.schema("value binary").load().collect()
+
+
 def test_a_tags_filter_goes_to_the_broker_and_fewer_messages_leave_it(
     spark: Any, cluster: SparkCluster, topic_name: str
 ) -> None:

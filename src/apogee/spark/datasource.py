@@ -7,6 +7,8 @@ pickles it to the driver's planner workers and to executors.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -17,8 +19,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from apogee.spark import FORMAT
-from apogee.spark.options import parse_sink, parse_source
-from apogee.spark.schema import SOURCE_SCHEMA
+from apogee.spark.options import SourceOptions, parse_sink, parse_source
+from apogee.spark.schema import SOURCE_COLUMNS, SOURCE_SCHEMA, source_columns
 from apogee.spark.sink import BatchWriter, StreamWriter, check_sink_schema
 from apogee.spark.source import BatchReader, StreamReader
 
@@ -34,10 +36,10 @@ class RocketMQDataSource(DataSource):
         return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(parse_source(self.options, streaming=False))
+        return BatchReader(_reading(parse_source(self.options, streaming=False), schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamReader(parse_source(self.options, streaming=True))
+        return StreamReader(_reading(parse_source(self.options, streaming=True), schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts = parse_sink(self.options)
@@ -48,3 +50,9 @@ class RocketMQDataSource(DataSource):
         opts = parse_sink(self.options)
         check_sink_schema(schema, opts)
         return StreamWriter(opts, schema)
+
+
+def _reading(opts: SourceOptions, schema: StructType) -> SourceOptions:
+    """``opts`` reading the columns of ``schema`` (the user's, or ``SOURCE_SCHEMA``)."""
+    columns = source_columns(schema)
+    return opts if columns == SOURCE_COLUMNS else replace(opts, columns=columns)

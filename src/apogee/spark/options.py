@@ -86,6 +86,9 @@ class SourceOptions:
     consumer_group: str | None
     pull_batch_size: int
     pull_timeout_s: float
+    #: the columns to read, in order, each with whether it may be null
+    #: (``apogee.spark.schema.source_columns``); () = all, as the source's schema has them
+    columns: tuple[tuple[str, bool], ...] = ()
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is one this source reads."""

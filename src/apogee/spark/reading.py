@@ -93,7 +93,7 @@ def read_range(part: QueueRange, opts: SourceOptions) -> Iterator[pa.RecordBatch
     cluster = Cluster.of(opts.namesrv, timeout_s=opts.pull_timeout_s)
     q = part.queue
     sub = opts.subscription(q.topic)
-    builder = ColumnBuilder(q.topic, q.broker_name, q.queue_id)
+    builder = ColumnBuilder(q.topic, q.broker_name, q.queue_id, opts.columns)
     offset, end = part.start, part.end
     if offset >= end:
         return

@@ -23,8 +23,8 @@ on tag hash codes, and two tags may share one.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -59,9 +59,8 @@ ARROW_SCHEMA: pa.Schema = pa.schema(
     ]
 )
 
-# empty arrays by nulls(0): pa.array() imports pandas on first use, a cost every worker
-# that only writes would pay
-_STRING_EMPTY = pa.nulls(0, pa.string())
+# empty arrays are made by nulls(0): pa.array() imports pandas on first use, a cost every
+# worker that only writes would pay
 # byte -> its two upper-case hex digits, for offset message ids
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _MAX_BINARY_BYTES = (1 << 31) - 1
@@ -86,10 +85,23 @@ class _Chunk:
 class ColumnBuilder:
     """Columns for one output partition; ``flush`` turns them into a RecordBatch."""
 
-    def __init__(self, topic: str, broker_name: str, queue_id: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        broker_name: str,
+        queue_id: int,
+        columns: tuple[tuple[str, bool], ...] = (),
+    ) -> None:
+        """``columns``: the ones ``flush`` makes, in order (names of ``ARROW_SCHEMA``,
+        each with whether its field is nullable); () makes ``ARROW_SCHEMA``'s."""
         self.topic = topic
         self.broker_name = broker_name
         self.queue_id = queue_id
+        self.schema = (
+            pa.schema([ARROW_SCHEMA.field(c).with_nullable(null) for c, null in columns])
+            if columns
+            else ARROW_SCHEMA
+        )
         self.bytes_read = 0
         self._chunks: list[_Chunk] = []
         self._rows = 0
@@ -124,7 +136,7 @@ class ColumnBuilder:
         return next_offset
 
     def flush(self) -> pa.RecordBatch:
-        """The rows added since the last flush, as one RecordBatch of ``ARROW_SCHEMA``."""
+        """The rows added since the last flush, as one RecordBatch of ``self.schema``."""
         chunks, n = self._chunks, self._rows
         self._chunks, self._rows = [], 0
         utc = _UTC_US
@@ -133,26 +145,33 @@ class ColumnBuilder:
             parts = [c.rows[name] for c in chunks]
             return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-        uniq = _strings(chunks, "uniq_at")
-        if uniq.null_count:
-            # the offset message id where the producer set no unique key
-            ids = pa.concat_arrays([_offset_ids(c.src, c.rows) for c in chunks])
-            uniq = pc.coalesce(uniq, ids)
-        columns: list[Any] = [
-            pa.repeat(self.topic, n).cast(pa.string()) if n else _STRING_EMPTY,
-            pa.repeat(self.broker_name, n).cast(pa.string()) if n else _STRING_EMPTY,
-            pa.repeat(self.queue_id, n).cast(pa.int32()) if n else pa.nulls(0, pa.int32()),
-            pa.array(ints("queue_offset"), pa.int64()),
-            uniq,
-            _strings(chunks, "tags_at"),
-            _strings(chunks, "keys_at"),
-            _gather([(c.body_src, c.rows) for c in chunks], "body_at", pa.binary()),
-            _map(chunks, n),
-            pa.array(ints("born") * 1000, utc),  # epoch ms -> Spark's microseconds
-            pa.array(ints("stored") * 1000, utc),
-            pa.array(ints("reconsumes"), pa.int32()),
-        ]
-        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        def repeated(value: object, kind: pa.DataType) -> pa.Array:
+            return pa.repeat(value, n).cast(kind) if n else pa.nulls(0, kind)
+
+        make: dict[str, Callable[[], pa.Array]] = {
+            "topic": lambda: repeated(self.topic, pa.string()),
+            "brokerName": lambda: repeated(self.broker_name, pa.string()),
+            "queueId": lambda: repeated(self.queue_id, pa.int32()),
+            "queueOffset": lambda: pa.array(ints("queue_offset"), pa.int64()),
+            "msgId": lambda: _msg_ids(chunks),
+            "tags": lambda: _strings(chunks, "tags_at"),
+            "keys": lambda: _strings(chunks, "keys_at"),
+            "body": lambda: _gather([(c.body_src, c.rows) for c in chunks], "body_at", pa.binary()),
+            "properties": lambda: _map(chunks, n),
+            "bornTimestamp": lambda: pa.array(ints("born") * 1000, utc),  # ms -> Spark's µs
+            "storeTimestamp": lambda: pa.array(ints("stored") * 1000, utc),
+            "reconsumeTimes": lambda: pa.array(ints("reconsumes"), pa.int32()),
+        }
+        return pa.RecordBatch.from_arrays([make[f.name]() for f in self.schema], schema=self.schema)
+
+
+def _msg_ids(chunks: list[_Chunk]) -> pa.Array:
+    """The producer's unique key, or the offset message id where the producer set none."""
+    uniq = _strings(chunks, "uniq_at")
+    if uniq.null_count:
+        ids = pa.concat_arrays([_offset_ids(c.src, c.rows) for c in chunks])
+        uniq = pc.coalesce(uniq, ids)
+    return uniq
 
 
 def _matching(body: bytes, rows: np.ndarray, sub: SubscriptionData) -> np.ndarray:

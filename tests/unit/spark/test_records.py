@@ -56,6 +56,23 @@ def test_records_become_one_record_batch_of_the_source_schema() -> None:
     assert len(builder) == 0
 
 
+@pytest.mark.parametrize(
+    "columns", [("body",), ("queueOffset", "msgId", "tags"), ("properties", "topic", "body")]
+)
+def test_a_builder_makes_only_the_columns_asked_for_in_their_order(
+    columns: tuple[str, ...],
+) -> None:
+    body = b"".join(record(i, b"b%d" % i, {"TAGS": "red", "x": str(i)}) for i in range(5))
+    nullable = tuple((c, True) for c in columns)
+    whole, some = ColumnBuilder("t", "broker-a", 2), ColumnBuilder("t", "broker-a", 2, nullable)
+    for builder in (whole, some):
+        builder.add(body, 100, SubscriptionData.build("t", "red"))
+    batch = some.flush()
+    assert batch.schema.names == list(columns)
+    assert all(f.nullable for f in batch.schema)  # as the reader's schema says
+    assert batch.to_pydict() == whole.flush().select(list(columns)).to_pydict()
+
+
 def test_end_offset_and_exact_tag_match() -> None:
     body = b"".join(record(i, b"x", {"TAGS": ("red", "blue")[i % 2]}) for i in range(6))
     builder = ColumnBuilder("t", "broker-a", 2)
