@@ -39,23 +39,30 @@ class TransactionBook:
         # ``advance`` forgets lineages without walking all of them; an entry
         # whose lineage has a newer copy since is skipped when it comes up
         self._by_newest: list[tuple[int, int]] = []
+        # the newest copy of every open lineage: what a check round reads (the other
+        # copies it passes are finished, and reading them would only confirm it)
+        self._to_check: set[int] = set()
 
     # -- what was stored ----------------------------------------------------------
 
     def opened(self, queue_offset: int) -> None:
         """A half message was stored at ``queue_offset``: a new lineage."""
         self._lineages[queue_offset] = Lineage(queue_offset)
+        self._to_check.add(queue_offset)
         heapq.heappush(self._by_newest, (queue_offset, queue_offset))
 
     def renewed(self, lineage: int, queue_offset: int) -> None:
         """A newer copy of ``lineage`` was stored at ``queue_offset``."""
         entry = self._lineages.get(lineage)
         if entry is None:
-            self._lineages[lineage] = Lineage(queue_offset)
+            entry = self._lineages[lineage] = Lineage(queue_offset)
         elif queue_offset > entry.newest:
+            self._to_check.discard(entry.newest)
             entry.newest = queue_offset
         else:
             return
+        if not entry.resolved:
+            self._to_check.add(queue_offset)
         heapq.heappush(self._by_newest, (queue_offset, lineage))
 
     def resolve(self, lineage: int, op_offset: int = -1) -> bool:
@@ -68,6 +75,7 @@ class TransactionBook:
             return False
         entry.resolved = True
         entry.op_offset = op_offset
+        self._to_check.discard(entry.newest)
         if op_offset >= self._next_op:
             self._next_op = op_offset + 1
         return True
@@ -82,6 +90,11 @@ class TransactionBook:
         """The copy at ``queue_offset`` is the newest of an open lineage: it is to be checked."""
         entry = self._lineages.get(lineage)
         return entry is not None and not entry.resolved and entry.newest == queue_offset
+
+    def to_check(self, queue_offset: int) -> bool:
+        """The copy at ``queue_offset`` is the newest of an open lineage, whichever lineage
+        it belongs to: ``is_current`` without reading the copy to learn its lineage."""
+        return queue_offset in self._to_check
 
     @property
     def open_count(self) -> int:
@@ -103,6 +116,7 @@ class TransactionBook:
             entry = lineages.get(key)
             if entry is not None and entry.newest == newest:
                 del lineages[key]
+                self._to_check.discard(newest)
 
     def op_progress(self) -> int:
         """The op-queue offset a restart must read op records from."""

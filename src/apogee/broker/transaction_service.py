@@ -6,7 +6,8 @@ which rebuilds the TransactionBook from the half and op queues at start.
 
 A round, every ``transactionCheckInterval``, walks the half queue from the
 check progress to the end it had when the round began. A copy that is not
-the newest of an open lineage is passed over. For the others, in order:
+the newest of an open lineage is passed over, without being read (the book
+knows those copies by their offsets). For the others, in order:
 
 * checked ``transactionCheckMax`` times already, or born longer ago than the
   commit log is kept: discarded (logged, copied to TRANS_CHECK_MAX_TIME_TOPIC,
@@ -145,6 +146,8 @@ class TransactionCheckService:
         )
 
     def _visit(self, offset: int) -> _Step:
+        if not self._book.to_check(offset):
+            return _Step.NEXT  # resolved, or superseded by a newer copy: nothing to read
         msg = _half_copy(self._store, offset)
         if msg is None:
             log.error("transaction check: half queue offset %d is unreadable; skipped", offset)

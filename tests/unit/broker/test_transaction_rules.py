@@ -177,3 +177,23 @@ def test_the_book_keeps_open_lineages_until_the_progress_passes_them() -> None:
     assert len(book) == 0 and book.op_progress() == 2
     book.advance(1)  # never backwards
     assert book.half_progress == 3
+
+
+def test_the_book_knows_which_copies_a_check_round_reads_without_reading_them() -> None:
+    book = TransactionBook()
+    for offset in range(4):
+        book.opened(offset)
+    book.renewed(0, 4)  # lineage 0 checked: copy 4 replaces copy 0
+    book.resolve(1, op_offset=0)
+    book.renewed(1, 5)  # a copy of a resolved lineage (stored before its end was seen)
+    book.renewed(2, 1)  # an older copy changes nothing
+
+    to_check = [o for o in range(7) if book.to_check(o)]
+    assert to_check == [2, 3, 4]
+    for family, offset in ((0, 4), (2, 2), (3, 3), (1, 5), (0, 0), (1, 1)):
+        assert book.to_check(offset) == book.is_current(family, offset)
+
+    book.resolve(2)
+    book.resolve(3)
+    book.advance(4)  # lineages 2 and 3 are wholly below 4: forgotten
+    assert [o for o in range(7) if book.to_check(o)] == [4] and len(book) == 2
