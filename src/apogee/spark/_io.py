@@ -444,17 +444,15 @@ class Cluster:
         await self._answering(group, {q.addr for q, _ in rows})
 
         async def one(q: QueueRef, messages: list[Message]) -> list[HalfRef]:
-            if q.addr not in self._single_halves:
-                try:
-                    result = await send_half_batch(
-                        self.broker_api, q.addr, q.broker_name, messages,
-                        queue_id=q.queue_id, producer_group=group, properties=common,
-                    )  # fmt: skip
-                    return [_half_ref(q, result)]
-                except BrokerResponseError as exc:
-                    if exc.code != ResponseCode.MESSAGE_ILLEGAL:
-                        raise
-                    self._single_halves.add(q.addr)  # a broker without batches of halves
+            refs = await self._one_transaction(
+                q,
+                lambda: send_half_batch(
+                    self.broker_api, q.addr, q.broker_name, messages,
+                    queue_id=q.queue_id, producer_group=group, properties=common,
+                ),
+            )  # fmt: skip
+            if refs is not None:
+                return refs
             return await self._halves_one_by_one(q, messages, group, common)
 
         done = await self._gather(one(q, msgs) for q, msgs in per_queue(rows, batch_size))
@@ -496,17 +494,15 @@ class Cluster:
 
         async def one(s: PackedSend) -> list[HalfRef]:
             q = s.queue
-            if q.addr not in self._single_halves:
-                try:
-                    result = await send_half_batch_body(
-                        self.broker_api, q.addr, q.broker_name, q.topic, s.body, s.count,
-                        queue_id=q.queue_id, producer_group=group, properties=common,
-                    )  # fmt: skip
-                    return [_half_ref(q, result)]
-                except BrokerResponseError as exc:
-                    if exc.code != ResponseCode.MESSAGE_ILLEGAL:
-                        raise
-                    self._single_halves.add(q.addr)
+            refs = await self._one_transaction(
+                q,
+                lambda: send_half_batch_body(
+                    self.broker_api, q.addr, q.broker_name, q.topic, s.body, s.count,
+                    queue_id=q.queue_id, producer_group=group, properties=common,
+                ),
+            )  # fmt: skip
+            if refs is not None:
+                return refs
             messages = [
                 Message(q.topic, bytes(item.body), properties=string_to_properties(item.properties))
                 for item in decode_batch(s.body)
@@ -515,6 +511,22 @@ class Cluster:
 
         done = await self._gather(one(s) for s in sends)
         return [ref for refs in done for ref in refs]
+
+    async def _one_transaction(
+        self, q: QueueRef, send: Callable[[], Awaitable[SendResult]]
+    ) -> list[HalfRef] | None:
+        """The ref of a batch of half messages ``send`` sends to ``q``; None when ``q``'s
+        broker refuses batches of half messages (MESSAGE_ILLEGAL, nothing stored): it
+        is sent none from then on."""
+        if q.addr in self._single_halves:
+            return None
+        try:
+            return [_half_ref(q, await send())]
+        except BrokerResponseError as exc:
+            if exc.code != ResponseCode.MESSAGE_ILLEGAL:
+                raise
+            self._single_halves.add(q.addr)
+            return None
 
     async def _answering(self, group: str, addrs: set[str]) -> None:
         """Announce ``group`` to every broker in ``addrs`` (and keep announcing it), so
