@@ -142,7 +142,7 @@ async def send_half_batch(
         sys_flag=TRANSACTION_PREPARED_TYPE,
         properties=_half_batch_properties(properties, producer_group, tx_id),
     )
-    return _one_transaction(result, len(messages), tx_id)
+    return _transaction_result(result, len(messages), tx_id)
 
 
 async def send_half_batch_body(  # noqa: PLR0917  # a batch send's pieces
@@ -175,7 +175,7 @@ async def send_half_batch_body(  # noqa: PLR0917  # a batch send's pieces
         sys_flag=TRANSACTION_PREPARED_TYPE,
         properties=_half_batch_properties(properties, producer_group, tx_id),
     )
-    return _one_transaction(result, count, tx_id)
+    return _transaction_result(result, count, tx_id)
 
 
 def _half_batch_properties(
@@ -189,7 +189,8 @@ def _half_batch_properties(
     return properties_to_string(props)
 
 
-def _one_transaction(result: SendResult, count: int, tx_id: str) -> SendResult:
+def _transaction_result(result: SendResult, count: int, tx_id: str) -> SendResult:
+    """A batch of half messages' answer as one transaction's, ``tx_id`` its id."""
     if "," in result.offset_msg_id:
         raise ProtocolError(
             f"a batch of {count} half messages was answered with one id per message"
