@@ -42,6 +42,7 @@ half's UNIQ_KEY, the transaction's id)::
 from __future__ import annotations
 
 from apogee.model.message import (
+    HALF_BATCH_RESERVED,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
@@ -109,16 +110,8 @@ def _half_of(msg: StoreMessage, props: dict[str, str]) -> StoreMessage:
     )  # fmt: skip
 
 
-#: Properties a message of a half batch may not carry itself: the broker writes them once
-#: for the whole batch (or, for the delay level and the lineage, not at all).
-_BATCH_RESERVED = tuple(
-    f"{name}\x01"
-    for name in (
-        PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
-        PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
-        PROPERTY_DELAY_TIME_LEVEL,
-    )
-)  # fmt: skip
+# each name of HALF_BATCH_RESERVED with its separator, as it starts a pair
+_BATCH_RESERVED = tuple(f"{name}\x01" for name in HALF_BATCH_RESERVED)
 
 
 def half_batch_problem(items: list[BatchItem]) -> str | None:

@@ -68,6 +68,15 @@ PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_DUP_INFO = "DUP_INFO"
 PROPERTY_TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
 
+#: Properties a message of a batch of half messages may not carry itself: the broker
+#: writes them once for the whole batch (or, for the delay level and the lineage, not
+#: at all). An Apogee extension (RocketMQ has no batches of half messages).
+HALF_BATCH_RESERVED = (
+    PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_DELAY_TIME_LEVEL,
+)  # fmt: skip
+
 # Message sysFlag bits (RocketMQ MessageSysFlag).
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2

@@ -36,32 +36,20 @@ from apogee.client.uniq_key import uniq_key_block
 from apogee.errors import ConfigError
 from apogee.model.javahash import java_string_hash
 from apogee.model.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
+    HALF_BATCH_RESERVED,
     PROPERTY_KEYS,
-    PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
-    PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     properties_to_string,
 )
 from apogee.spark._io import BATCH_BYTES, PackedSend, QueueRef
 from apogee.spark.pack import RECORD_OVERHEAD, pack_rows
-from apogee.spark.row_properties import row_properties
+from apogee.spark.row_properties import NO_TOPIC, NULL_BODY, row_properties
 
 #: Map entries that leave a batch to the per-row way: the id (written here for every
 #: row), and what a batch of half messages may not set (the per-row way drops them).
-_RESERVED = pa.array(
-    [
-        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC,
-        PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP,
-        PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
-    ],
-    pa.string(),
-)  # fmt: skip
+_RESERVED = pa.array([PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, *HALF_BATCH_RESERVED], pa.string())
 
 
 class Router:
@@ -128,7 +116,7 @@ def plan_sends(
     """
     body = batch.column("body")
     if body.null_count:
-        raise ValueError("a row to send has a null body")
+        raise ValueError(NULL_BODY)
     body_offsets, body_data = _buffers(body)
     own = _own_properties(batch)
     sizes = body_offsets[1:] - body_offsets[:-1] + RECORD_OVERHEAD
@@ -228,7 +216,7 @@ def _by_topic(batch: pa.RecordBatch, topic: str | None) -> list[tuple[str, np.nd
         return [(topic, np.arange(batch.num_rows, dtype=np.int64))]
     column = batch.column("topic")
     if column.null_count or pc.any(pc.equal(pc.binary_length(column), 0)).as_py():
-        raise ValueError("a row to send has no topic (null topic column, no topic option)")
+        raise ValueError(NO_TOPIC)
     encoded = pc.dictionary_encode(column)
     indices = encoded.indices.to_numpy(zero_copy_only=False)
     return [

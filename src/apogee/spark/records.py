@@ -59,8 +59,6 @@ ARROW_SCHEMA: pa.Schema = pa.schema(
     ]
 )
 
-# empty arrays are made by nulls(0): pa.array() imports pandas on first use, a cost every
-# worker that only writes would pay
 # byte -> its two upper-case hex digits, for offset message ids
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 _MAX_BINARY_BYTES = (1 << 31) - 1
@@ -146,6 +144,8 @@ class ColumnBuilder:
             return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
         def repeated(value: object, kind: pa.DataType) -> pa.Array:
+            # empty by nulls(0): pa.array() imports pandas on first use, a cost every
+            # worker that only writes would pay
             return pa.repeat(value, n).cast(kind) if n else pa.nulls(0, kind)
 
         make: dict[str, Callable[[], pa.Array]] = {

@@ -2,7 +2,8 @@
 
 Owns: ``row_properties`` (the ``properties`` map's pairs, then TAGS, KEYS,
 DELAY and __SHARDINGKEY from their columns; a column's value replaces the
-map's pair of that name where it stands) and ``join_keys``. Plain Python:
+map's pair of that name where it stands), ``join_keys``, and the texts of
+the two faults a row to send can have (``NULL_BODY``, ``NO_TOPIC``). Plain Python:
 the driver's planning processes load the sink without numpy or pyarrow.
 """
 
@@ -16,6 +17,10 @@ from apogee.model.message import (
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
 )
+
+#: What a row with a null body, and a row without a topic, are refused with.
+NULL_BODY = "a row to send has a null body"
+NO_TOPIC = "a row to send has no topic (null topic column, no topic option)"
 
 
 def row_properties(  # one row's cells, in column order

@@ -60,7 +60,7 @@ from apogee.model.message import Message
 from apogee.spark._io import Cluster, HalfRef, PackedSend, QueueRef
 from apogee.spark.ledger import TXN_PROPERTY, Ledger, TxnTag, decide
 from apogee.spark.options import SinkOptions
-from apogee.spark.row_properties import row_properties
+from apogee.spark.row_properties import NO_TOPIC, NULL_BODY, row_properties
 
 if TYPE_CHECKING:  # the batches come from Spark: nothing here calls pyarrow itself
     import pyarrow as pa
@@ -134,9 +134,9 @@ def _rows(batch: pa.RecordBatch, opts: SinkOptions) -> Iterator[tuple[Message, s
     for i in range(n):
         body, topic = bodies[i], topics[i]
         if body is None:
-            raise ValueError("a row to send has a null body")
+            raise ValueError(NULL_BODY)
         if not topic:
-            raise ValueError("a row to send has no topic (null topic column, no topic option)")
+            raise ValueError(NO_TOPIC)
         properties = row_properties(props[i], tags[i], keys[i], delays[i], shards[i])
         data = body.encode() if isinstance(body, str) else body
         yield Message(topic, data, properties=properties), shards[i]
