@@ -1,14 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: always_allow_keywords=False, binding=False
-"""The send header's decode, compiled: every send request's ext fields into its header.
+"""The send and pull headers' decode, compiled: a request's ext fields into its header.
 
-Owns: :func:`send_header`, the typed fast path of
-``apogee.protocol.headers._send_header``. It reads the fourteen fields of
-SEND_MESSAGE (long names) or SEND_MESSAGE_V2 (one letter each) from the ext
-fields and fills the header in, numbers parsed from their ASCII digits in C.
-It takes only what the usual client sends: strings where strings belong,
-numbers as ``-?[0-9]{1,18}`` that fit their Java field, booleans as
-"true"/"false"/"1"/"0". On anything else it returns None and the caller's
+Owns: :func:`send_header` and :func:`pull_header`, the typed fast paths of
+``apogee.protocol.headers._send_header`` and ``PullMessageRequestHeader.from_ext``.
+The first reads the fourteen fields of SEND_MESSAGE (long names) or
+SEND_MESSAGE_V2 (one letter each), the second the twelve of PULL_MESSAGE, from
+the ext fields and fills the header in, numbers parsed from their ASCII digits
+in C. They take only what the usual client sends: strings where strings
+belong, numbers as ``-?[0-9]{1,18}`` that fit their Java field, booleans as
+"true"/"false"/"1"/"0". On anything else they return None and the caller's
 checked path decides, which is the one that names a refused field; so the
 results and errors are the checked path's either way.
 
@@ -145,4 +146,53 @@ def send_header(  # noqa: PLR0915  # straight-line, one field after the other
     header.batch = batch
     header.max_reconsume_times = max_reconsume
     header.broker_name = ext.get(names[13]) or None
+    return header
+
+
+def pull_header(ext: dict[str, str], cls: type[Any]) -> Any:
+    """The pull header of ``ext``, its fields assigned as ``cls.__init__`` assigns them
+    (without the call); None when the checked path must decide."""
+    if not cython.compiled:
+        return None
+    group = ext.get("consumerGroup")
+    topic = ext.get("topic")
+    if type(group) is not str or type(topic) is not str:
+        return None
+    queue_id = _int32(ext.get("queueId"))
+    queue_offset = _int64(ext.get("queueOffset"))
+    max_nums = _int32(ext.get("maxMsgNums"))
+    sys_flag = _int32(ext.get("sysFlag"))
+    commit_offset = _int64(ext.get("commitOffset"))
+    suspend = _int64(ext.get("suspendTimeoutMillis"))
+    sub_version = _int64(ext.get("subVersion"))
+    if (
+        queue_id is None
+        or queue_offset is None
+        or max_nums is None
+        or sys_flag is None
+        or commit_offset is None
+        or suspend is None
+        or sub_version is None
+    ):
+        return None
+    max_bytes: object = ext.get("maxMsgBytes")
+    if max_bytes:  # missing or empty: None
+        max_bytes = _int32(max_bytes)
+        if max_bytes is None:
+            return None
+    else:
+        max_bytes = None
+    header: Any = object.__new__(cls)
+    header.consumer_group = group
+    header.topic = topic
+    header.queue_id = queue_id
+    header.queue_offset = queue_offset
+    header.max_msg_nums = max_nums
+    header.sys_flag = sys_flag
+    header.commit_offset = commit_offset
+    header.suspend_timeout_millis = suspend
+    header.sub_version = sub_version
+    header.subscription = ext.get("subscription")
+    header.expression_type = ext.get("expressionType") or None
+    header.max_msg_bytes = max_bytes
     return header

@@ -398,7 +398,10 @@ class SendMessageResponseHeader:
 # -- pull (hot path) --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as the send header: a frozen dataclass's __init__ sets each of its twelve
+# fields through object.__setattr__, which costs more than the rest of the decode, and
+# every pull builds one (a parked pull, once more when it is run again).
+@dataclass(slots=True)
 class PullMessageRequestHeader:
     consumer_group: str
     topic: str
@@ -415,20 +418,18 @@ class PullMessageRequestHeader:
 
     @classmethod
     def from_ext(cls, ext: ExtFields) -> PullMessageRequestHeader:
-        return cls(
-            req_str(ext, "consumerGroup"),
-            req_str(ext, "topic"),
-            req_int(ext, "queueId", 32),
-            req_int(ext, "queueOffset"),
-            req_int(ext, "maxMsgNums", 32),
-            req_int(ext, "sysFlag", 32),
-            req_int(ext, "commitOffset"),
-            req_int(ext, "suspendTimeoutMillis"),
-            req_int(ext, "subVersion"),
-            ext.get("subscription"),
-            ext.get("expressionType") or None,
-            opt_int(ext, "maxMsgBytes", bits=32),
-        )
+        """The pull header of ``ext``; every pull request goes through here.
+
+        Compiled, ``header_kernels.pull_header`` reads the usual header; else,
+        and where it declines, the fast path converts with plain ``int()`` and
+        lets any miss fall to the checked path, which accepts the same inputs
+        and names the field it refuses.
+        """
+        if _pull_kernel is not None:
+            decoded: PullMessageRequestHeader | None = _pull_kernel(ext, cls)
+            if decoded is not None:
+                return decoded
+        return _pull_header_py(ext, cls)
 
     def to_ext(self) -> ExtFields:
         out = {
@@ -449,6 +450,62 @@ class PullMessageRequestHeader:
         if self.max_msg_bytes is not None:
             out["maxMsgBytes"] = str(self.max_msg_bytes)
         return out
+
+
+def _pull_header_py(
+    ext: ExtFields, cls: type[PullMessageRequestHeader]
+) -> PullMessageRequestHeader:
+    """``PullMessageRequestHeader.from_ext`` in Python alone (and the reference of the
+    compiled kernel)."""
+    get = ext.get
+    try:
+        max_bytes = get("maxMsgBytes")
+        header = cls(
+            ext["consumerGroup"],
+            ext["topic"],
+            int(ext["queueId"]),
+            int(ext["queueOffset"]),
+            int(ext["maxMsgNums"]),
+            int(ext["sysFlag"]),
+            int(ext["commitOffset"]),
+            int(ext["suspendTimeoutMillis"]),
+            int(ext["subVersion"]),
+            get("subscription"),
+            get("expressionType") or None,
+            int(max_bytes) if max_bytes else None,
+        )
+        # Java int fields (queue id, maxMsgNums, sysFlag, maxMsgBytes) and the longs:
+        # anything wider goes the checked way.
+        if (
+            INT32_MIN <= header.queue_id <= INT32_MAX
+            and INT32_MIN <= header.max_msg_nums <= INT32_MAX
+            and INT32_MIN <= header.sys_flag <= INT32_MAX
+            and INT32_MIN <= (header.max_msg_bytes or 0) <= INT32_MAX
+            and INT64_MIN <= header.queue_offset <= INT64_MAX
+            and INT64_MIN <= header.commit_offset <= INT64_MAX
+            and INT64_MIN <= header.suspend_timeout_millis <= INT64_MAX
+            and INT64_MIN <= header.sub_version <= INT64_MAX
+        ):
+            return header
+    except (KeyError, ValueError):
+        pass
+    return cls(
+        req_str(ext, "consumerGroup"),
+        req_str(ext, "topic"),
+        req_int(ext, "queueId", 32),
+        req_int(ext, "queueOffset"),
+        req_int(ext, "maxMsgNums", 32),
+        req_int(ext, "sysFlag", 32),
+        req_int(ext, "commitOffset"),
+        req_int(ext, "suspendTimeoutMillis"),
+        req_int(ext, "subVersion"),
+        ext.get("subscription"),
+        ext.get("expressionType") or None,
+        opt_int(ext, "maxMsgBytes", bits=32),
+    )
+
+
+_pull_kernel = header_kernels.pull_header if header_kernels.COMPILED else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,3 +90,80 @@ def test_the_usual_header_is_read_by_the_kernel(hk: Any) -> None:
             assert decoded == header
         else:
             assert decoded is None  # interpreted, headers keeps to its own code
+
+
+# -- the pull header ------------------------------------------------------------------
+
+PULL_NAMES = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+              "commitOffset", "suspendTimeoutMillis", "subVersion", "subscription",
+              "expressionType", "maxMsgBytes")  # fmt: skip
+
+
+def pull_outcome(decode: Callable[[], h.PullMessageRequestHeader]) -> tuple[str, Any]:
+    try:
+        header = decode()
+    except HeaderFieldError as exc:
+        return "error", str(exc)
+    values = [getattr(header, name) for name in h.PullMessageRequestHeader.__slots__]
+    return "header", (header, [type(v) for v in values])
+
+
+def checked_pull(ext: dict[str, str]) -> h.PullMessageRequestHeader:
+    """The pull header by the checked readers alone, field by field."""
+    return h.PullMessageRequestHeader(
+        h.req_str(ext, "consumerGroup"),
+        h.req_str(ext, "topic"),
+        h.req_int(ext, "queueId", 32),
+        h.req_int(ext, "queueOffset"),
+        h.req_int(ext, "maxMsgNums", 32),
+        h.req_int(ext, "sysFlag", 32),
+        h.req_int(ext, "commitOffset"),
+        h.req_int(ext, "suspendTimeoutMillis"),
+        h.req_int(ext, "subVersion"),
+        ext.get("subscription"),
+        ext.get("expressionType") or None,
+        h.opt_int(ext, "maxMsgBytes", bits=32),
+    )
+
+
+@st.composite
+def pull_maps(draw: st.DrawFn) -> dict[str, str]:
+    """A well-formed pull header with up to three fields spoiled, dropped or odd."""
+    longs = st.integers(-(2**63), 2**63 - 1).map(str)
+    odd = [texts, texts, numbers, numbers, numbers, numbers, numbers, numbers, numbers,
+           texts, texts, numbers]  # fmt: skip
+    good = [texts, texts, good_numbers, longs, good_numbers, good_numbers, longs, longs,
+            longs, texts, st.sampled_from(["TAG", "SQL92", ""]), good_numbers]  # fmt: skip
+    ext = {name: draw(kind) for name, kind in zip(PULL_NAMES, good, strict=True)}
+    for at in draw(st.lists(st.integers(0, 11), max_size=3)):
+        if draw(st.booleans()):
+            ext[PULL_NAMES[at]] = draw(odd[at])
+        else:
+            ext.pop(PULL_NAMES[at], None)
+    return ext
+
+
+@settings(max_examples=500)
+@given(pull_maps())
+def test_any_pull_ext_fields_decode_as_the_checked_readers_do(hk: Any, ext: dict[str, str]) -> None:
+    cls = h.PullMessageRequestHeader
+    checked = pull_outcome(lambda: checked_pull(ext))
+    assert pull_outcome(lambda: h._pull_header_py(ext, cls)) == checked
+    kernel = hk.pull_header(ext, cls)
+    assert pull_outcome(lambda: kernel or h._pull_header_py(ext, cls)) == checked
+
+
+def test_the_usual_pull_header_is_read_by_the_kernel(hk: Any) -> None:
+    cls = h.PullMessageRequestHeader
+    for header in (
+        cls("cg", "T", 3, 120, 32, 7, 118, 15000, 1732000000000, "*", "TAG"),
+        cls("cg", "T", 0, 0, 1024, 2, -1, 0, 0, None, None, 1 << 20),
+    ):
+        decoded = hk.pull_header(header.to_ext(), cls)
+        if hk.COMPILED:
+            assert decoded == header
+            assert [type(getattr(decoded, n)) for n in cls.__slots__] == [
+                type(getattr(header, n)) for n in cls.__slots__
+            ]
+        else:
+            assert decoded is None  # interpreted, headers keeps to its own code
