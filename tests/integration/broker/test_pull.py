@@ -81,6 +81,23 @@ async def test_the_tag_expression_filters(broker: Broker, client: RemotingClient
     assert int(answer.ext_fields["nextBeginOffset"]) == 4
 
 
+async def test_each_pull_is_filtered_by_the_expression_it_carries(
+    broker: Broker, client: RemotingClient
+) -> None:
+    await fill(client, broker, "T1", ["A", "B", "C", "A"])
+    await fill(client, broker, "T2", ["B", "A"])
+
+    seen = []
+    # one group, one connection, the same version: only the expression (or topic) differs
+    for topic, expression in [("T1", "A"), ("T1", "B"), ("T1", "A || C"), ("T2", "A"),
+                              ("T1", "*"), ("T1", "A")]:  # fmt: skip
+        answer = await pull(client, broker.address, topic, 0, 0, subscription=expression)
+        assert answer.code == ResponseCode.SUCCESS, (topic, expression, answer.remark)
+        seen.append([r.tags for r in iter_records(answer.body_bytes())])
+
+    assert seen == [["A", "A"], ["B"], ["A", "C", "A"], ["A"], ["A", "B", "C", "A"], ["A", "A"]]
+
+
 async def test_nothing_matching_is_retry_immediately_past_what_was_scanned(
     broker: Broker, client: RemotingClient
 ) -> None:

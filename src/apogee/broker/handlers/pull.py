@@ -127,6 +127,10 @@ def pull_code(status: GetStatus, offset: int, found: bool, is_slave: bool = Fals
     return code
 
 
+#: Tag subscriptions of requests kept parsed (all of them are dropped when full).
+_TAG_SUBS_KEPT = 4096
+
+
 class _RefusedError(Exception):
     def __init__(self, code: int, remark: str) -> None:
         super().__init__(remark)
@@ -159,6 +163,7 @@ class PullHandler:
         self._count_found = count_found
         self._on_offset_moved = on_offset_moved
         holds.bind(self.resume)
+        self._tag_subs: dict[tuple[str, str | None, int], SubscriptionData] = {}
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
@@ -398,9 +403,16 @@ class PullHandler:
         """The subscription the request carries (SUBSCRIPTION bit)."""
         expression_type = header.expression_type
         if is_tag_type(expression_type):
-            sub = SubscriptionData.build(
-                header.topic, header.subscription, sub_version=header.sub_version
-            )
+            # A consumer sends the same subscription with every pull: parsed once.
+            key = (header.topic, header.subscription, header.sub_version)
+            sub = self._tag_subs.get(key)
+            if sub is None:
+                sub = SubscriptionData.build(
+                    header.topic, header.subscription, sub_version=header.sub_version
+                )
+                if len(self._tag_subs) >= _TAG_SUBS_KEPT:
+                    self._tag_subs.clear()
+                self._tag_subs[key] = sub
             return sub, None
         assert expression_type is not None
         expression = header.subscription or ""
