@@ -68,7 +68,7 @@ from collections.abc import Callable
 from typing import Final, cast
 
 from apogee.codes import LanguageCode, SerializeType
-from apogee.protocol.command import RemotingCommand
+from apogee.protocol.command import new_command
 from apogee.protocol.headers import PullMessageRequestHeader
 from apogee.remoting.dispatch import Observer, RequestContext, Responder, ResponseBatch
 from apogee.store.interface import ArrivalListener
@@ -427,16 +427,26 @@ class PullHoldService:
         self._run_woken(len(self._ready))
 
 
+_LANGUAGES = {int(member): member for member in LanguageCode}
+_SERIALIZE_TYPES = {int(member): member for member in SerializeType}
+
+
 def _context(peer: _Peer, record: Record) -> RequestContext:
     """The context of a parked pull's request, built again to re-run it."""
     code, language, version, opaque, flag, serialize_type, started = record[_REQUEST:_HEADER]
-    request = RemotingCommand(
+    # the enum members by a dict look-up: calling an IntEnum costs more than the rest
+    lang = _LANGUAGES.get(language)
+    form = _SERIALIZE_TYPES.get(serialize_type)
+    request = new_command(
         code,
-        language=LanguageCode(language),
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        serialize_type=SerializeType(serialize_type),
+        LanguageCode(language) if lang is None else lang,
+        version,
+        opaque,
+        flag,
+        None,
+        {},
+        b"",
+        SerializeType(serialize_type) if form is None else form,
     )
     ctx = RequestContext(peer.responder, request, channel=peer.channel, observer=peer.observer)
     ctx.started = started  # its latency counts from when it came, not from the re-run
