@@ -171,6 +171,17 @@ if tuple(f.name for f in dataclasses.fields(SendResult)) != _SEND_RESULT_FIELDS:
     _set_region_id,
 ) = (getattr(SendResult, name).__set__ for name in _SEND_RESULT_FIELDS)
 
+# PullResult, frozen too, is built the same way for every pull of a consumer.
+_PULL_RESULT_FIELDS = (
+    "status", "next_begin_offset", "min_offset", "max_offset", "suggest_which_broker_id",
+    "messages",
+)  # fmt: skip
+if tuple(f.name for f in dataclasses.fields(PullResult)) != _PULL_RESULT_FIELDS:
+    raise ImportError("PullResult's fields changed: pull_prepared must set every one")
+_set_pull_status, _set_next, _set_min, _set_max, _set_suggested, _set_messages = (
+    getattr(PullResult, name).__set__ for name in _PULL_RESULT_FIELDS
+)
+
 
 def send_result(
     response: RemotingCommand | SendAnswer, mq: MessageQueue, msg_id: str
@@ -575,11 +586,14 @@ class BrokerApi:
             h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
             raise
         found = status is PullStatus.FOUND
-        return PullResult(
-            status,
-            *offsets,
-            messages=decode_received(response.body_bytes()) if found else [],
-        )
+        result: PullResult[ReceivedMessage] = _new_object(PullResult)
+        _set_pull_status(result, status)
+        _set_next(result, offsets[0])
+        _set_min(result, offsets[1])
+        _set_max(result, offsets[2])
+        _set_suggested(result, offsets[3])
+        _set_messages(result, decode_received(response.body_bytes()) if found else [])
+        return result
 
     # -- offsets ----------------------------------------------------------------------
 
