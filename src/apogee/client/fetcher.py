@@ -163,7 +163,11 @@ class Fetcher:
 
     def _address(self) -> tuple[str | None, bool]:
         """Where the next pull goes, and whether that is the master."""
-        target = pull_address(self._routes.broker_group(self.mq.broker_name), self.broker_id)
+        addrs = self._routes.broker_group(self.mq.broker_name)
+        addr = addrs.get(self.broker_id)
+        if addr is not None:  # the usual case, without a PullTarget per pull
+            return addr, self.broker_id == MASTER_ID
+        target = pull_address(addrs, self.broker_id)
         if target is None:
             return None, False
         return target.addr, target.broker_id == MASTER_ID
