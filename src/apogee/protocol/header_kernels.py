@@ -82,9 +82,31 @@ def _int64(text: object) -> object:
     return value
 
 
-def send_header(  # noqa: PLR0915  # straight-line, one field after the other
-    ext: dict[str, str], names: tuple[str, ...], cls: type[Any]
-) -> Any:
+#: What the optional fields' readers give where the checked path must decide.
+_DECLINED = object()
+
+
+@cython.cfunc
+def _opt_int32(text: object) -> object:
+    """An optional Java int: None when missing or empty, else as ``_int32``, with
+    :data:`_DECLINED` where that declines."""
+    if not text:
+        return None
+    value = _int32(text)
+    return _DECLINED if value is None else value
+
+
+@cython.cfunc
+def _opt_bool(text: object) -> object:
+    """An optional boolean: False when missing or empty, else its spelling's value, with
+    :data:`_DECLINED` for any other spelling."""
+    if not text:
+        return False
+    value = _BOOLS.get(text)  # type: ignore[call-overload]
+    return _DECLINED if value is None else value
+
+
+def send_header(ext: dict[str, str], names: tuple[str, ...], cls: type[Any]) -> Any:
     """The send header of ``ext`` under wire ``names`` (in field order), its fields
     assigned as ``cls.__init__`` assigns them (without the call); None when the
     checked path must decide."""
@@ -103,34 +125,17 @@ def send_header(  # noqa: PLR0915  # straight-line, one field after the other
     if queue_nums is None or queue_id is None or sys_flag is None or born is None or flag is None:
         return None
     properties = ext.get(names[8])
-    reconsume: object = ext.get(names[9])
-    if reconsume:  # missing or empty: None
-        reconsume = _int32(reconsume)
-        if reconsume is None:
-            return None
-    else:
-        reconsume = None
-    unit: object = ext.get(names[10])
-    if unit:
-        unit = _BOOLS.get(unit)  # type: ignore[call-overload]
-        if unit is None:
-            return None
-    else:
-        unit = False
-    batch: object = ext.get(names[11])
-    if batch:
-        batch = _BOOLS.get(batch)  # type: ignore[call-overload]
-        if batch is None:
-            return None
-    else:
-        batch = False
-    max_reconsume: object = ext.get(names[12])
-    if max_reconsume:
-        max_reconsume = _int32(max_reconsume)
-        if max_reconsume is None:
-            return None
-    else:
-        max_reconsume = None
+    reconsume = _opt_int32(ext.get(names[9]))
+    unit = _opt_bool(ext.get(names[10]))
+    batch = _opt_bool(ext.get(names[11]))
+    max_reconsume = _opt_int32(ext.get(names[12]))
+    if (
+        reconsume is _DECLINED
+        or unit is _DECLINED
+        or batch is _DECLINED
+        or max_reconsume is _DECLINED
+    ):
+        return None
     header: Any = object.__new__(cls)
     header.producer_group = group
     header.topic = topic
@@ -175,13 +180,9 @@ def pull_header(ext: dict[str, str], cls: type[Any]) -> Any:
         or sub_version is None
     ):
         return None
-    max_bytes: object = ext.get("maxMsgBytes")
-    if max_bytes:  # missing or empty: None
-        max_bytes = _int32(max_bytes)
-        if max_bytes is None:
-            return None
-    else:
-        max_bytes = None
+    max_bytes = _opt_int32(ext.get("maxMsgBytes"))
+    if max_bytes is _DECLINED:
+        return None
     header: Any = object.__new__(cls)
     header.consumer_group = group
     header.topic = topic

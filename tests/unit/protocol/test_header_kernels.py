@@ -22,12 +22,13 @@ def hk(cython_build: Callable[[str], ModuleType]) -> Any:
     return cython_build("apogee.protocol.header_kernels")
 
 
-def outcome(decode: Callable[[], h.SendMessageRequestHeader]) -> tuple[str, Any]:
+def outcome(decode: Callable[[], Any]) -> tuple[str, Any]:
+    """The header ``decode`` gives, with the type of each of its fields, or its error."""
     try:
         header = decode()
     except HeaderFieldError as exc:
         return "error", str(exc)
-    values = [getattr(header, name) for name in h.SendMessageRequestHeader.__slots__]
+    values = [getattr(header, name) for name in type(header).__slots__]
     return "header", (header, [type(v) for v in values])
 
 
@@ -50,6 +51,23 @@ texts = st.text(max_size=6)
 good_numbers = st.integers(-(2**31), 2**31 - 1).map(str)
 
 
+def spoiled(
+    draw: st.DrawFn,
+    names: tuple[str, ...],
+    good: list[st.SearchStrategy[str]],
+    odd: list[st.SearchStrategy[str]],
+) -> dict[str, str]:
+    """Ext fields drawn from ``good``, up to three of them then redrawn from ``odd`` or
+    dropped."""
+    ext = {name: draw(kind) for name, kind in zip(names, good, strict=True)}
+    for at in draw(st.lists(st.integers(0, len(names) - 1), max_size=3)):
+        if draw(st.booleans()):
+            ext[names[at]] = draw(odd[at])
+        else:
+            ext.pop(names[at], None)
+    return ext
+
+
 @st.composite
 def ext_maps(draw: st.DrawFn, names: tuple[str, ...]) -> dict[str, str]:
     """A well-formed send header with up to three fields spoiled, dropped or odd."""
@@ -59,13 +77,7 @@ def ext_maps(draw: st.DrawFn, names: tuple[str, ...]) -> dict[str, str]:
             st.integers(0, 2**45).map(str), good_numbers, texts, good_numbers,
             st.sampled_from(["true", "false"]), st.sampled_from(["true", "false"]),
             good_numbers, texts]  # fmt: skip
-    ext = {name: draw(kind) for name, kind in zip(names, good, strict=True)}
-    for at in draw(st.lists(st.integers(0, 13), max_size=3)):
-        if draw(st.booleans()):
-            ext[names[at]] = draw(odd[at])
-        else:
-            ext.pop(names[at], None)
-    return ext
+    return spoiled(draw, names, good, odd)
 
 
 @settings(max_examples=500)
@@ -99,15 +111,6 @@ PULL_NAMES = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", 
               "expressionType", "maxMsgBytes")  # fmt: skip
 
 
-def pull_outcome(decode: Callable[[], h.PullMessageRequestHeader]) -> tuple[str, Any]:
-    try:
-        header = decode()
-    except HeaderFieldError as exc:
-        return "error", str(exc)
-    values = [getattr(header, name) for name in h.PullMessageRequestHeader.__slots__]
-    return "header", (header, [type(v) for v in values])
-
-
 def checked_pull(ext: dict[str, str]) -> h.PullMessageRequestHeader:
     """The pull header by the checked readers alone, field by field."""
     return h.PullMessageRequestHeader(
@@ -134,23 +137,17 @@ def pull_maps(draw: st.DrawFn) -> dict[str, str]:
            texts, texts, numbers]  # fmt: skip
     good = [texts, texts, good_numbers, longs, good_numbers, good_numbers, longs, longs,
             longs, texts, st.sampled_from(["TAG", "SQL92", ""]), good_numbers]  # fmt: skip
-    ext = {name: draw(kind) for name, kind in zip(PULL_NAMES, good, strict=True)}
-    for at in draw(st.lists(st.integers(0, 11), max_size=3)):
-        if draw(st.booleans()):
-            ext[PULL_NAMES[at]] = draw(odd[at])
-        else:
-            ext.pop(PULL_NAMES[at], None)
-    return ext
+    return spoiled(draw, PULL_NAMES, good, odd)
 
 
 @settings(max_examples=500)
 @given(pull_maps())
 def test_any_pull_ext_fields_decode_as_the_checked_readers_do(hk: Any, ext: dict[str, str]) -> None:
     cls = h.PullMessageRequestHeader
-    checked = pull_outcome(lambda: checked_pull(ext))
-    assert pull_outcome(lambda: h._pull_header_py(ext, cls)) == checked
+    checked = outcome(lambda: checked_pull(ext))
+    assert outcome(lambda: h._pull_header_py(ext, cls)) == checked
     kernel = hk.pull_header(ext, cls)
-    assert pull_outcome(lambda: kernel or h._pull_header_py(ext, cls)) == checked
+    assert outcome(lambda: kernel or h._pull_header_py(ext, cls)) == checked
 
 
 def test_the_usual_pull_header_is_read_by_the_kernel(hk: Any) -> None:
