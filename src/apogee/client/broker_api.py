@@ -125,13 +125,13 @@ def _pull_result(
     status: PullStatus, answer: h.PullMessageResponseHeader, messages: list[M]
 ) -> PullResult[M]:
     """The PullResult of one answer, its offsets and suggested broker taken by name."""
-    return PullResult(
+    return _new_pull_result(
         status,
-        next_begin_offset=answer.next_begin_offset,
-        min_offset=answer.min_offset,
-        max_offset=answer.max_offset,
-        suggest_which_broker_id=answer.suggest_which_broker_id,
-        messages=messages,
+        answer.next_begin_offset,
+        answer.min_offset,
+        answer.max_offset,
+        answer.suggest_which_broker_id,
+        messages,
     )
 
 
@@ -171,7 +171,7 @@ if tuple(f.name for f in dataclasses.fields(SendResult)) != _SEND_RESULT_FIELDS:
     _set_region_id,
 ) = (getattr(SendResult, name).__set__ for name in _SEND_RESULT_FIELDS)
 
-# PullResult, frozen too, is built the same way for every pull of a consumer.
+# PullResult, frozen too, is built the same way: a consumer builds one per pull.
 _PULL_RESULT_FIELDS = (
     "status", "next_begin_offset", "min_offset", "max_offset", "suggest_which_broker_id",
     "messages",
@@ -181,6 +181,24 @@ if tuple(f.name for f in dataclasses.fields(PullResult)) != _PULL_RESULT_FIELDS:
 _set_pull_status, _set_next, _set_min, _set_max, _set_suggested, _set_messages = (
     getattr(PullResult, name).__set__ for name in _PULL_RESULT_FIELDS
 )
+
+
+def _new_pull_result(  # noqa: PLR0917  # every field of PullResult, positional for speed
+    status: PullStatus,
+    next_begin: int,
+    min_offset: int,
+    max_offset: int,
+    suggested: int,
+    messages: list[M],
+) -> PullResult[M]:
+    result: PullResult[M] = _new_object(PullResult)
+    _set_pull_status(result, status)
+    _set_next(result, next_begin)
+    _set_min(result, min_offset)
+    _set_max(result, max_offset)
+    _set_suggested(result, suggested)
+    _set_messages(result, messages)
+    return result
 
 
 def send_result(
@@ -576,24 +594,22 @@ class BrokerApi:
             raise error_for_code(response.code, response.remark)
         answer = response.ext_fields
         try:
-            offsets = (
-                int(answer["nextBeginOffset"]),
-                int(answer["minOffset"]),
-                int(answer["maxOffset"]),
-                int(answer["suggestWhichBrokerId"]),
-            )
+            next_begin = int(answer["nextBeginOffset"])
+            min_offset = int(answer["minOffset"])
+            max_offset = int(answer["maxOffset"])
+            suggested = int(answer["suggestWhichBrokerId"])
         except (KeyError, ValueError):
             h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
             raise
         found = status is PullStatus.FOUND
-        result: PullResult[ReceivedMessage] = _new_object(PullResult)
-        _set_pull_status(result, status)
-        _set_next(result, offsets[0])
-        _set_min(result, offsets[1])
-        _set_max(result, offsets[2])
-        _set_suggested(result, offsets[3])
-        _set_messages(result, decode_received(response.body_bytes()) if found else [])
-        return result
+        return _new_pull_result(
+            status,
+            next_begin,
+            min_offset,
+            max_offset,
+            suggested,
+            decode_received(response.body_bytes()) if found else [],
+        )
 
     # -- offsets ----------------------------------------------------------------------
 
