@@ -141,7 +141,8 @@ async def rounds(
         profiler.disable()
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
         return
-    alone, cycle = [float("inf")], [float("inf")]
+    alone: list[float] = []
+    cycle: list[float] = []
     for _ in range(args.rounds):
         if args.only != "alone":
             sends, pulls = frames.next()
@@ -149,10 +150,14 @@ async def rounds(
         if args.only != "cycle":
             sends, _ = frames.next()
             alone.append(await cycles(producer, consumer, sends, []))
-    best_alone, best_cycle = min(alone) / n * 1e6, min(cycle) / n * 1e6
-    print(f"send alone                    {best_alone:7.2f} µs CPU per message")
-    print(f"send + parked pull answered   {best_cycle:7.2f} µs CPU per message")
-    print(f"the consumer's share          {best_cycle - best_alone:7.2f} µs CPU per message")
+    best_alone = min(alone) / n * 1e6 if alone else None
+    best_cycle = min(cycle) / n * 1e6 if cycle else None
+    if best_alone is not None:
+        print(f"send alone                    {best_alone:7.2f} µs CPU per message")
+    if best_cycle is not None:
+        print(f"send + parked pull answered   {best_cycle:7.2f} µs CPU per message")
+    if best_alone is not None and best_cycle is not None:
+        print(f"the consumer's share          {best_cycle - best_alone:7.2f} µs CPU per message")
 
 
 async def producer_first(producer: Any, frames: Frames) -> None:
