@@ -13,7 +13,11 @@ machine runs. The workloads are those of the bench-peers adapter
 * ``consume``: catch-up consumption of a backlog by a new ``PushConsumer``
   group (consume_from first, a plain listener reading each body), from
   ``start`` to the listener's last message;
-* ``lite``: the same backlog through ``LitePullConsumer.poll``.
+* ``lite``: the same backlog through ``LitePullConsumer.poll``;
+* ``tail``: a ``PushConsumer`` (consume_from last) receives what a child process
+  sends one at a time at ``--tail-rate`` msgs/s, so that most pulls are parked at
+  the broker and answered with one message (the peer harness's e2e workload);
+  the sender's frames are encoded ahead and its CPU is not this process's.
 
 Each round runs every chosen workload once; the table gives the median and
 the best round (the least disturbed round is the closest to the code's own
@@ -22,6 +26,7 @@ cost), with the broker's CPU per message beside it for context.
     .venv/bin/python benchmarks/client_cost.py --rounds 5
     .venv/bin/python benchmarks/client_cost.py --profile consume --top 30
     .venv/bin/python benchmarks/client_cost.py --workloads sync --sync 5000
+    .venv/bin/python benchmarks/client_cost.py --profile tail --tail 10000
     # bigger pulls, which a broker gives only when configured to (RocketMQ's
     # maxTransferCountOnMessageInMemory is 32, a pull's pullBatchSize at most 1024)
     .venv/bin/python benchmarks/client_cost.py --workloads consume lite \\
@@ -40,7 +45,10 @@ import json
 import os
 import pstats
 import resource
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -59,8 +67,8 @@ BATCH = 100
 IN_FLIGHT = 10
 BODY = 1024
 POOL = 1000
-WORKLOADS = ("batched", "sync", "consume", "lite")
-TARGETS_US = {"batched": 2.0, "sync": 40.0, "consume": 2.0, "lite": 2.0}
+WORKLOADS = ("batched", "sync", "consume", "lite", "tail")
+TARGETS_US = {"batched": 2.0, "sync": 40.0, "consume": 2.0, "lite": 2.0, "tail": float("nan")}
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -159,6 +167,67 @@ async def consume_lite(namesrv: str, n: int, pull_batch: int) -> int:
     return got
 
 
+async def consume_tail(namesrv: str, broker_addr: str, n: int, rate: float) -> int:
+    """A tailing ``PushConsumer`` receives ``n`` messages sent one at a time by a child."""
+    got = 0
+    nbytes = 0
+    done = asyncio.Event()
+
+    def listener(msg: ReceivedMessage) -> None:
+        nonlocal got, nbytes
+        nbytes += len(msg.body)
+        got += 1
+        if got >= n:
+            done.set()
+
+    consumer = PushConsumer(
+        new_group("tail"), namesrv=namesrv, listener=listener, consume_from="last",
+        instance_name="cost-tail",
+    )  # fmt: skip
+    consumer.subscribe(TOPIC)
+    await consumer.start()
+    await asyncio.sleep(0.5)  # every queue assigned and its first pull parked
+    sender = subprocess.Popen(
+        [sys.executable, __file__, "_tail_sender", broker_addr, str(n), str(rate)]
+    )
+    try:
+        async with asyncio.timeout(60 + 2 * n / rate):
+            await done.wait()
+    finally:
+        stop = _stop()
+        sender.wait(30)
+        await consumer.close()
+        _STOPPED.append(stop)
+    return got
+
+
+def tail_sender(broker_addr: str, n: int, rate: float) -> None:
+    """The child of ``consume_tail``: ``n`` sends, each answer awaited, paced to ``rate``."""
+    from cost_frames import send_frames  # noqa: PLC0415  # the child's only import of it
+
+    frames = send_frames(TOPIC, n, first_opaque=time.monotonic_ns() % (1 << 30), queues=QUEUES)
+    host, port = broker_addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        start = time.monotonic()
+        for i, frame in enumerate(frames):
+            sock.sendall(frame)
+            head = _recv_exactly(sock, 4)
+            _recv_exactly(sock, int.from_bytes(head, "big"))
+            delay = start + (i + 1) / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
+
+
 #: a workload that must not count its own closing puts its stop time here
 _STOPPED: list[tuple[float, float]] = []
 
@@ -209,6 +278,7 @@ async def measure(args: argparse.Namespace, namesrv: str, broker_addr: str, pid:
             "sync": lambda: send_sync(producer, pool, args.sync),
             "consume": lambda: consume_push(namesrv, backlog, args.pull_batch),
             "lite": lambda: consume_lite(namesrv, backlog, args.pull_batch),
+            "tail": lambda: consume_tail(namesrv, broker_addr, args.tail, args.tail_rate),
         }
         if args.profile:
             # CPU time, not wall time: the figure is the client's CPU, and a send
@@ -267,6 +337,8 @@ def main() -> None:
     parser.add_argument("--batched", type=int, default=100_000, help="messages per batched run")
     parser.add_argument("--sync", type=int, default=5_000, help="messages per one-by-one run")
     parser.add_argument("--backlog", type=int, default=200_000, help="messages consumed per run")
+    parser.add_argument("--tail", type=int, default=5_000, help="messages per tail run")
+    parser.add_argument("--tail-rate", type=float, default=2_000, help="the tail's sends per s")
     parser.add_argument(
         "--pull-batch", type=int, default=32, help="consumers' pull_batch_size (RocketMQ: 32)"
     )
@@ -301,5 +373,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        main()
+    if sys.argv[1:2] == ["_tail_sender"]:
+        tail_sender(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        with contextlib.suppress(KeyboardInterrupt):
+            main()
