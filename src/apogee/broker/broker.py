@@ -176,7 +176,13 @@ class Broker(BrokerBase):
             config, store, parts, client=base.namesrv_client, registrar=registrar,
             ask_master=registration.request, on_appended=kick, clock=clock,
         )  # fmt: skip
-        dispatch.on_step = replication.wake
+        wake_slaves, answer_woken = replication.wake, base.holds.run_ready
+
+        def after_step() -> None:  # pulls woken by what a step dispatched: answered this turn
+            answer_woken()
+            wake_slaves()
+
+        dispatch.on_step = after_step
         register_ha_status(base.table, replication)
         schedule = ScheduleMessageService(
             store, base.delay_offsets, ScheduleSettings(config.store.delay_levels_ms), clock,

@@ -10,6 +10,7 @@ import pytest
 from apogee.broker.broker import Broker
 from apogee.broker.offset_moved import OffsetMovedEvent
 from apogee.codes import ResponseCode
+from apogee.model.message import StoreMessage
 from apogee.model.message_codec import iter_records
 from apogee.model.route import PERM_WRITE
 from apogee.model.topic import OFFSET_MOVED_EVENT, TopicConfig
@@ -175,6 +176,28 @@ async def test_a_long_poll_is_answered_when_a_message_arrives(
     assert [r.body for r in iter_records(answer.body_bytes())] == [b"late"]
     assert int(answer.ext_fields["nextBeginOffset"]) == 2
     assert len(broker.holds) == 0
+
+
+async def test_a_woken_pull_is_answered_in_the_dispatch_turn_that_woke_it(
+    broker: Broker, client: RemotingClient
+) -> None:
+    await fill(client, broker, "T1w", ["A"])
+    parked = asyncio.ensure_future(
+        pull(client, broker.address, "T1w", 0, 1, sys_flag=SUSPEND | SUBSCRIPTION,
+             suspend_ms=60_000, timeout_s=20)
+    )  # fmt: skip
+    for _ in range(100):
+        if len(broker.holds):
+            break
+        await asyncio.sleep(0.01)
+    assert len(broker.holds) == 1
+    assert broker.store.put(StoreMessage("T1w", 0, b"late", "TAGS\x01B\x02")).status.is_stored
+    broker.dispatch.kick()
+    # One turn: the dispatch step runs, and the pull it wakes is answered in it.
+    await asyncio.sleep(0)
+    assert len(broker.holds) == 0
+    answer = await asyncio.wait_for(parked, 10)
+    assert [r.body for r in iter_records(answer.body_bytes())] == [b"late"]
 
 
 async def test_parked_pulls_of_one_connection_woken_together_each_get_their_answer(
