@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from apogee.client.broker_api import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, BrokerApi
 from apogee.client.process_queue import FlowLimits, ProcessQueue
+from apogee.client.pull_header import PullPieces
 from apogee.client.pull_route import pull_address
 from apogee.client.route_cache import RouteCache
 from apogee.client.subscriptions import TagFilter
@@ -128,6 +129,8 @@ class Fetcher:
             subscription=sub.sub_string,
             expression_type=sub.expression_type,
         ).to_ext()
+        # the header written ahead but for the pull's offset, flags and committed offset
+        self._pieces = PullPieces.of(self._template)
         self._timeout_s = settings.request_timeout_s + settings.suspend_s
 
     async def run(self) -> None:
@@ -179,16 +182,22 @@ class Fetcher:
             addr, master = self._address()
             if addr is None:
                 raise _NoBrokerError(f"no broker serves {self.mq} in the route")
-        ext = self._template.copy()
-        ext["queueOffset"] = str(self.next_offset)
         flags = PULL_SUSPEND | PULL_SUBSCRIPTION
         committed = self._committed(self.mq) if master and self._settings.clustering else None
         if committed is not None and committed > 0:
             flags |= PULL_COMMIT_OFFSET
-            ext["commitOffset"] = str(committed)
-        ext["sysFlag"] = str(flags)
+        else:
+            committed = 0  # the template's commitOffset
         self.pulls += 1
         self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
+        pieces = self._pieces
+        if pieces is not None:
+            head = pieces.head(self.next_offset, flags, committed)
+            return await self._api.pull_encoded(addr, head, pieces.end, self._timeout_s)
+        ext = self._template.copy()
+        ext["queueOffset"] = str(self.next_offset)
+        ext["sysFlag"] = str(flags)
+        ext["commitOffset"] = str(committed)
         return await self._api.pull_prepared(addr, ext, self._timeout_s)
 
     def _handle(self, result: PullResult[ReceivedMessage]) -> None:

@@ -491,21 +491,28 @@ class Connection(asyncio.Protocol):
             return loop.create_task(self._after_drain(fut))
         return fut
 
-    def request_encoded(
-        self, code: int, head: bytes, end: bytes, body: bytes | bytearray, timeout_s: float
+    def request_encoded(  # noqa: PLR0917
+        self,
+        code: int,
+        head: bytes,
+        end: bytes,
+        body: bytes | bytearray,
+        timeout_s: float,
+        send: bool = True,
     ) -> asyncio.Future[RemotingCommand | SendAnswer]:
         """``request`` of a request whose JSON header the caller encoded, but for its opaque.
 
         The header is ``head``, the opaque's digits and ``end``; ``head`` must
         carry flag 0 (a request expecting an answer) and request ``code``. No
-        command is built: a producer's one-by-one sends encode their header
-        from pieces. A connection that signs its requests decodes the header
-        into a command and takes ``request``'s path (the signature covers the
-        ext fields), so what leaves is signed all the same.
+        command is built: a producer's one-by-one sends and a consumer's pulls
+        encode their header from pieces. A connection that signs its requests
+        decodes the header into a command and takes ``request``'s path (the
+        signature covers the ext fields), so what leaves is signed all the same.
 
-        It is a send's request: its answer may come as the ``SendAnswer`` of
-        ``header_scan.send_answer`` instead of a command (a client connection
-        reads an answer that arrives whole so, see ``client.ClientConnection``).
+        For a send's request (``send``), the answer may come as the
+        ``SendAnswer`` of ``header_scan.send_answer`` instead of a command (a
+        client connection reads an answer that arrives whole so, see
+        ``client.ClientConnection``); for any other it is a command.
         """
         if self._sign is not None:
             signed: asyncio.Future[Any] = self.request(
@@ -520,7 +527,7 @@ class Connection(asyncio.Protocol):
         prefix = _pack_prefix(4 + h + b, h) + header
         fut: asyncio.Future[RemotingCommand | SendAnswer] = self._loop.create_future()
         frame: list[Buffer] = [prefix, body] if b else [prefix]
-        return self._expect(fut, opaque, code, timeout_s, frame, raw=True)
+        return self._expect(fut, opaque, code, timeout_s, frame, raw=send)
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
