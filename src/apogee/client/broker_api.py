@@ -83,7 +83,7 @@ log = logging.getLogger(__name__)
 _JSON = SerializeType.JSON
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
-_PULL_CODE = int(RequestCode.PULL_MESSAGE)
+PULL_CODE = int(RequestCode.PULL_MESSAGE)
 
 
 def inflate(msg: MessageExt) -> MessageExt:
@@ -202,7 +202,7 @@ def _new_pull_result(  # noqa: PLR0917  # every field of PullResult, positional 
     return result
 
 
-def _pulled(response: RemotingCommand) -> PullResult[ReceivedMessage]:
+def pull_result(response: RemotingCommand) -> PullResult[ReceivedMessage]:
     """A consumer's pull answer as its result: messages decoded lazily, no tag re-check."""
     status = _PULL_STATUS.get(response.code)
     if status is None:
@@ -614,16 +614,16 @@ class BrokerApi:
             RequestCode.PULL_MESSAGE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON
         )
         conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        return _pulled(await conn.request(request, timeout_s))
+        return pull_result(await conn.request(request, timeout_s))
 
     async def pull_encoded(
         self, addr: str, head: bytes, end: bytes, timeout_s: float
     ) -> PullResult[ReceivedMessage]:
         """``pull_prepared`` of a header encoded ahead (``pull_header.PullPieces``)."""
         conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        answer = await conn.request_encoded(_PULL_CODE, head, end, b"", timeout_s, send=False)
+        answer = await conn.request_encoded(PULL_CODE, head, end, b"", timeout_s, send=False)
         assert isinstance(answer, RemotingCommand)  # only a send's answer comes otherwise
-        return _pulled(answer)
+        return pull_result(answer)
 
     # -- offsets ----------------------------------------------------------------------
 

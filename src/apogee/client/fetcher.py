@@ -33,8 +33,16 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from apogee.client.broker_api import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, BrokerApi
+from apogee.client.broker_api import (
+    PULL_CODE,
+    PULL_COMMIT_OFFSET,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+    BrokerApi,
+    pull_result,
+)
 from apogee.client.process_queue import FlowLimits, ProcessQueue
 from apogee.client.pull_header import PullPieces
 from apogee.client.pull_route import pull_address
@@ -152,7 +160,8 @@ class Fetcher:
                 await sleep(NOT_LOCKED_DELAY_S)
                 continue
             try:
-                result = await self._pull()
+                fut = self._start_pull()
+                result = pull_result(await fut) if fut is not None else await self._pull()
             except ApogeeError as exc:
                 if self.pq.dropped:  # self.pq: mypy keeps pq.dropped narrowed over the await
                     return
@@ -175,6 +184,34 @@ class Fetcher:
             return None, False
         return target.addr, target.broker_id == MASTER_ID
 
+    def _start_pull(self) -> asyncio.Future[Any] | None:
+        """The usual pull, written at once: the future of its answer.
+
+        None when the route names no address yet, the connection is not open
+        or the header has no pieces: ``_pull`` then does it all. Awaiting the
+        connection's future here spares a pull two coroutines.
+        """
+        pieces = self._pieces
+        if pieces is None:
+            return None
+        addr, master = self._address()
+        conn = None if addr is None else self._api.remoting.pooled(addr)
+        if conn is None:
+            return None
+        assert addr is not None
+        flags, committed = self._flags(master)
+        self.pulls += 1
+        self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
+        head = pieces.head(self.next_offset, flags, committed)
+        return conn.request_encoded(PULL_CODE, head, pieces.end, b"", self._timeout_s, send=False)
+
+    def _flags(self, master: bool) -> tuple[int, int]:
+        """A pull's sysFlag and commitOffset (0 unless the COMMIT_OFFSET bit is set)."""
+        committed = self._committed(self.mq) if master and self._settings.clustering else None
+        if committed is not None and committed > 0:
+            return PULL_SUSPEND | PULL_SUBSCRIPTION | PULL_COMMIT_OFFSET, committed
+        return PULL_SUSPEND | PULL_SUBSCRIPTION, 0  # the template's commitOffset
+
     async def _pull(self) -> PullResult[ReceivedMessage]:
         addr, master = self._address()
         if addr is None:
@@ -182,12 +219,7 @@ class Fetcher:
             addr, master = self._address()
             if addr is None:
                 raise _NoBrokerError(f"no broker serves {self.mq} in the route")
-        flags = PULL_SUSPEND | PULL_SUBSCRIPTION
-        committed = self._committed(self.mq) if master and self._settings.clustering else None
-        if committed is not None and committed > 0:
-            flags |= PULL_COMMIT_OFFSET
-        else:
-            committed = 0  # the template's commitOffset
+        flags, committed = self._flags(master)
         self.pulls += 1
         self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
         pieces = self._pieces
