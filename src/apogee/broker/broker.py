@@ -178,9 +178,9 @@ class Broker(BrokerBase):
         )  # fmt: skip
         wake_slaves, answer_woken = replication.wake, base.holds.run_ready
 
-        def after_step() -> None:  # pulls woken by what a step dispatched: answered this turn
-            answer_woken()
-            wake_slaves()
+        def after_step() -> None:
+            wake_slaves()  # first: a SYNC_MASTER send waits for the slaves' acks
+            answer_woken()  # pulls woken by what the step dispatched: answered this turn
 
         dispatch.on_step = after_step
         register_ha_status(base.table, replication)
