@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The bodies of batch sends (SEND_BATCH_MESSAGE), written in one pass.
 
-Owns: :func:`pack_batches`, the kernel of ``outgoing.encode_batches``: the
+Owns: :func:`first_unusual`, the pass of ``outgoing.check_batch`` over a batch's
+messages, and :func:`pack_batches`, the kernel of ``outgoing.encode_batches``: the
 messages of a send given their UNIQ_KEYs and framed back to back into bodies
 of at most ``max_size`` bytes (RocketMQ ``MessageDecoder.encodeMessages``,
 drawn in ``apogee.model.message_codec``)::
@@ -28,7 +29,11 @@ from collections.abc import Callable, Sequence
 import cython
 
 from apogee.errors import InvalidMessageError
-from apogee.model.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message
+from apogee.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+)
 from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
 if cython.compiled:
@@ -72,6 +77,31 @@ def _put_ascii(p: cython.p_uchar, at: cython.Py_ssize_t, text: str) -> cython.vo
     j: cython.Py_ssize_t
     for j in range(len(text)):
         p[at + j] = ord(text[j])
+
+
+def first_unusual(messages: Sequence[Message], topic: str, max_size: int) -> int:
+    """The index of the first message of ``messages`` that is not a usual batch member; -1.
+
+    A usual member goes to ``topic``, has a body of 1 to ``max_size`` bytes
+    (``bytes``, not another buffer) and no delay level: what every message of
+    a batch must be (``outgoing.check_batch`` takes over at the first other one).
+    """
+    n: cython.Py_ssize_t = len(messages)
+    limit: cython.Py_ssize_t = max_size
+    size: cython.Py_ssize_t
+    i: cython.Py_ssize_t
+    delay: str = PROPERTY_DELAY_TIME_LEVEL
+    for i in range(n):
+        msg = messages[i]
+        if msg.topic != topic:
+            return i
+        body = msg.body
+        if type(body) is not bytes:
+            return i
+        size = len(body)
+        if size == 0 or size > limit or delay in msg.properties:
+            return i
+    return -1
 
 
 def pack_batches(

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 from zlib_ng import zlib_ng
 
-from apogee.client.batch_body import pack_batches
+from apogee.client.batch_body import first_unusual, pack_batches
 from apogee.client.uniq_key import new_uniq_keys
 from apogee.errors import InvalidMessageError
 from apogee.model.message import (
@@ -88,9 +88,14 @@ def check_batch(messages: Sequence[Message], max_size: int) -> str:
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         raise InvalidMessageError(f"topic: a batch cannot be sent to the retry topic {topic}")
     check_message(messages[0], max_size)
+    first = first_unusual(messages, topic, max_size)  # compiled: the usual batch, one C loop
+    if first < 0:
+        return topic
     delay = PROPERTY_DELAY_TIME_LEVEL
-    # One lean pass: a batch holds many messages; check_message names a bad body's fault.
-    for i, msg in enumerate(messages):
+    # From the first unusual message on: check_message names a bad body's fault (or
+    # takes another buffer as bytes), the rest are named here.
+    for i in range(first, len(messages)):
+        msg = messages[i]
         if msg.topic != topic:
             raise InvalidMessageError(
                 f"messages[{i}].topic: {msg.topic!r}, but a batch goes to one topic ({topic!r})"

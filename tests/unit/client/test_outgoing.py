@@ -6,6 +6,8 @@ import os
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apogee.client.outgoing import (
     check_batch,
@@ -67,6 +69,47 @@ def test_batch_rules() -> None:
     with pytest.raises(InvalidMessageError, match=r"^body: "):
         check_batch([Message("A", b"x"), Message("A", b"")], 1024)
     assert check_batch([Message("A", b"x"), Message("A", b"y")], 1024) == "A"
+
+
+def _reference_fault(messages: list[Message], max_size: int) -> str | None:
+    """The batch rules, message by message: the first fault's field, None for none."""
+    topic = messages[0].topic
+    for i, msg in enumerate(messages):
+        if msg.topic != topic:
+            return f"messages[{i}].topic"
+        body = msg.body
+        if not isinstance(body, bytes | bytearray) or not body or len(body) > max_size:
+            return "body"
+        if "DELAY" in msg.properties:
+            return f"messages[{i}].delay_level"
+    return None
+
+
+_members = st.builds(
+    lambda topic, body, kind, delay: Message(
+        topic,
+        bytearray(body) if kind else body,
+        delay_level=delay,  # type: ignore[arg-type]
+    ),
+    st.sampled_from(["A", "A", "A", "B"]),
+    st.binary(max_size=12),
+    st.booleans(),
+    st.sampled_from([0, 0, 0, 3]),
+)
+
+
+@given(st.lists(_members, min_size=1, max_size=8))
+def test_a_batch_is_refused_at_its_first_fault_and_other_buffers_become_bytes(
+    messages: list[Message],
+) -> None:
+    expected = _reference_fault(messages, 10)
+    if expected is None:
+        assert check_batch(messages, 10) == messages[0].topic
+        assert all(type(m.body) is bytes for m in messages)
+        return
+    with pytest.raises(InvalidMessageError) as info:
+        check_batch(messages, 10)
+    assert str(info.value).startswith(expected)
 
 
 def test_one_batch_body_decodes_back_with_ids_set_on_the_messages() -> None:
