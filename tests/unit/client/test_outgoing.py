@@ -88,8 +88,8 @@ def _reference_fault(messages: list[Message], max_size: int) -> str | None:
 _members = st.builds(
     lambda topic, body, kind, delay: Message(
         topic,
-        bytearray(body) if kind else body,
-        delay_level=delay,  # type: ignore[arg-type]
+        bytearray(body) if kind else body,  # type: ignore[arg-type]  # the point
+        delay_level=delay,
     ),
     st.sampled_from(["A", "A", "A", "B"]),
     st.binary(max_size=12),
