@@ -38,6 +38,8 @@ from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import put16, put32
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA
 else:
     from apogee._util.bytes_be import put16, put32
 
@@ -51,9 +53,9 @@ _I16 = struct.Struct(">h")
 
 
 # The writers of _write (with bytes_be's put16/put32 for the numbers): a few C
-# statements a field once compiled. Interpreted (``p`` is then the bytearray
-# itself) they would cost a call a field, which is why interpreted code joins
-# the parts instead (``_joined``).
+# statements a field once compiled. _write runs compiled only (it writes into a
+# new bytes object through its pointer); interpreted code joins the parts
+# instead (``_joined``), which a call a field would make slower anyway.
 
 
 @cython.cfunc
@@ -73,10 +75,11 @@ def _put_bytes(
 @cython.inline
 @cython.exceptval(check=False)
 def _put_ascii(p: cython.p_uchar, at: cython.Py_ssize_t, text: str) -> cython.void:
-    """Write ``text``, known to be ASCII, as bytes (without encoding it first)."""
-    j: cython.Py_ssize_t
-    for j in range(len(text)):
-        p[at + j] = ord(text[j])
+    """Write ``text``, known to be ASCII, as bytes (without encoding it first).
+
+    An ASCII str keeps one byte a character: they are copied as they are.
+    """
+    _put_bytes(p, at, cython.cast(cython.p_uchar, PyUnicode_1BYTE_DATA(text)), len(text))
 
 
 def first_unusual(messages: Sequence[Message], topic: str, max_size: int) -> int:
@@ -164,7 +167,8 @@ def pack_batches(
     buf: bytes | bytearray
     for end, body_size in zip(ends, sizes, strict=True):
         if cython.compiled:
-            buf = bytearray(body_size)
+            # not zero-filled (bytearray(n) would be): _write writes every byte
+            buf = PyBytes_FromStringAndSize(cython.NULL, body_size)
             _write(buf, messages, props, keys, start, end)
         else:
             buf = _joined(messages, props, keys, start, end)
@@ -193,14 +197,15 @@ def _give_keys(messages: Sequence[Message], new_keys: Callable[[int], list[str]]
 
 @cython.cfunc
 def _write(  # noqa: PLR0917  # private, positional on purpose
-    buf: bytearray,
+    buf: bytes,
     messages: Sequence[Message],
     props: list[bytes | None],
     keys: list[str],
     start: cython.Py_ssize_t,
     end: cython.Py_ssize_t,
 ) -> cython.int:
-    p: cython.p_uchar = buf  # its data, compiled
+    # its data: a bytes object just made, referred to nowhere else yet
+    p: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(buf))
     uniq_field: bytes = _UNIQ_FIELD
     at: cython.Py_ssize_t = 0
     blen: cython.Py_ssize_t
@@ -220,7 +225,9 @@ def _write(  # noqa: PLR0917  # private, positional on purpose
             plen = uniq_len + klen + 1
         else:
             plen = len(encoded)
-        put32(p, at, _FIXED + blen + plen)  # TOTALSIZE; MAGICCODE and BODYCRC stay 0
+        put32(p, at, _FIXED + blen + plen)  # TOTALSIZE
+        put32(p, at + 4, 0)  # MAGICCODE and BODYCRC: 0 (the buffer is not zero-filled)
+        put32(p, at + 8, 0)
         put32(p, at + 12, msg.flag)
         put32(p, at + 16, blen)
         at += 20
