@@ -164,7 +164,7 @@ def pack_batches(
     # second pass: each batch's records into a buffer of its size
     out: list[tuple[bytes | bytearray, int, str]] = []
     start: cython.Py_ssize_t = 0
-    buf: bytes | bytearray
+    buf: bytes
     for end, body_size in zip(ends, sizes, strict=True):
         if cython.compiled:
             # not zero-filled (bytearray(n) would be): _write writes every byte
