@@ -34,7 +34,10 @@ from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import copy_bytes, put16, put32
-    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
+    from cython.cimports.cpython.bytearray import (
+        PyByteArray_AS_STRING,
+        PyByteArray_FromStringAndSize,
+    )
     from cython.cimports.cpython.memoryview import PyMemoryView_GET_BUFFER
 else:
     from apogee._util.bytes_be import copy_bytes, put16, put32
@@ -153,11 +156,14 @@ def _pack(  # noqa: PLR0917  # one C call with everything it reads
                 f"row {r}: its properties take {plen} bytes, the limit is 32767"
             )
         size += _FIXED + (offs[r + 1] - offs[r]) + plen
-    out = bytearray(size)
+    out: bytearray
     if cython.compiled:
+        # not zero-filled (bytearray(size) would be): _write writes every byte
+        out = PyByteArray_FromStringAndSize(cython.NULL, size)
         _write(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)), rows, count, offs,
                data, poffs, pdata, with_props, base, first)  # fmt: skip
     else:
+        out = bytearray(size)
         _write(memoryview(out), rows, count, offs, data, poffs, pdata, with_props, base, first)
     return out
 
