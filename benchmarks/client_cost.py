@@ -62,6 +62,8 @@ from apogee.remoting import RemotingClient, run
 from apogee.testing.cluster import broker_processes
 
 TOPIC = "client_cost"
+# the tail workload's own topic: no backlog behind where a new group starts
+TAIL_TOPIC = "client_cost_tail"
 QUEUES = 4
 BATCH = 100
 IN_FLIGHT = 10
@@ -184,7 +186,7 @@ async def consume_tail(namesrv: str, broker_addr: str, n: int, rate: float) -> i
         new_group("tail"), namesrv=namesrv, listener=listener, consume_from="last",
         instance_name="cost-tail",
     )  # fmt: skip
-    consumer.subscribe(TOPIC)
+    consumer.subscribe(TAIL_TOPIC)
     await consumer.start()
     await asyncio.sleep(0.5)  # every queue assigned and its first pull parked
     sender = subprocess.Popen(
@@ -205,7 +207,7 @@ def tail_sender(broker_addr: str, n: int, rate: float) -> None:
     """The child of ``consume_tail``: ``n`` sends, each answer awaited, paced to ``rate``."""
     from cost_frames import send_frames  # noqa: PLC0415  # the child's only import of it
 
-    frames = send_frames(TOPIC, n, first_opaque=time.monotonic_ns() % (1 << 30), queues=QUEUES)
+    frames = send_frames(TAIL_TOPIC, n, first_opaque=time.monotonic_ns() % (1 << 30), queues=QUEUES)
     host, port = broker_addr.rsplit(":", 1)
     with socket.create_connection((host, int(port))) as sock:
         start = time.monotonic()
@@ -260,8 +262,9 @@ async def timed(run_it: Callable[[], Awaitable[int]], broker_pid: int) -> Run:
 
 async def create_topic(broker_addr: str) -> None:
     async with RemotingClient() as remoting:
-        config = TopicConfig(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-        await BrokerApi(remoting).create_topic(broker_addr, config)
+        for topic in (TOPIC, TAIL_TOPIC):
+            config = TopicConfig(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            await BrokerApi(remoting).create_topic(broker_addr, config)
 
 
 async def measure(args: argparse.Namespace, namesrv: str, broker_addr: str, pid: int) -> None:
