@@ -178,7 +178,7 @@ _PULL_RESULT_FIELDS = (
     "messages",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(PullResult)) != _PULL_RESULT_FIELDS:
-    raise ImportError("PullResult's fields changed: pull_prepared must set every one")
+    raise ImportError("PullResult's fields changed: _new_pull_result must set every one")
 _set_pull_status, _set_next, _set_min, _set_max, _set_suggested, _set_messages = (
     getattr(PullResult, name).__set__ for name in _PULL_RESULT_FIELDS
 )
@@ -202,8 +202,14 @@ def _new_pull_result(  # noqa: PLR0917  # every field of PullResult, positional 
     return result
 
 
+def pull_command(ext: dict[str, str]) -> RemotingCommand:
+    """A consumer's PULL_MESSAGE of a prepared header (``PullMessageRequestHeader.to_ext()``)."""
+    return new_command(PULL_CODE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON)
+
+
 def pull_result(response: RemotingCommand) -> PullResult[ReceivedMessage]:
-    """A consumer's pull answer as its result: messages decoded lazily, no tag re-check."""
+    """A consumer's pull answer as its result: messages decoded lazily, no tag re-check
+    (the consumer filters)."""
     status = _PULL_STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)
@@ -601,29 +607,6 @@ class BrokerApi:
         if sub is not None:
             messages = [m for m in messages if sub.matches_tag(m.tags)]
         return _pull_result(status, answer, messages)
-
-    async def pull_prepared(
-        self, addr: str, ext: dict[str, str], timeout_s: float
-    ) -> PullResult[ReceivedMessage]:
-        """A PULL_MESSAGE of a prepared header (``PullMessageRequestHeader.to_ext()``).
-
-        The consumers' path: messages decoded lazily, no tag re-check (the
-        caller filters), ``timeout_s`` already counting the broker's hold.
-        """
-        request = new_command(
-            RequestCode.PULL_MESSAGE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON
-        )
-        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        return pull_result(await conn.request(request, timeout_s))
-
-    async def pull_encoded(
-        self, addr: str, head: bytes, end: bytes, timeout_s: float
-    ) -> PullResult[ReceivedMessage]:
-        """``pull_prepared`` of a header encoded ahead (``pull_header.PullPieces``)."""
-        conn = self.remoting.pooled(addr) or await self.remoting.connection(addr)
-        answer = await conn.request_encoded(PULL_CODE, head, end, b"", timeout_s, send=False)
-        assert isinstance(answer, RemotingCommand)  # only a send's answer comes otherwise
-        return pull_result(answer)
 
     # -- offsets ----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from apogee.client.broker_api import (
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
     BrokerApi,
+    pull_command,
     pull_result,
 )
 from apogee.client.process_queue import FlowLimits, ProcessQueue
@@ -57,6 +58,7 @@ from apogee.model.route import MASTER_ID
 from apogee.model.subscription import SubscriptionData
 from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX
 from apogee.protocol.headers import PullMessageRequestHeader
+from apogee.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -187,30 +189,16 @@ class Fetcher:
     def _start_pull(self) -> asyncio.Future[Any] | None:
         """The usual pull, written at once: the future of its answer.
 
-        None when the route names no address yet, the connection is not open
-        or the header has no pieces: ``_pull`` then does it all. Awaiting the
-        connection's future here spares a pull two coroutines.
+        None when the route names no address yet or the connection is not
+        open: ``_pull`` waits for them. Awaiting the connection's future in
+        ``run`` spares a pull two coroutines.
         """
-        pieces = self._pieces
-        if pieces is None:
-            return None
         addr, master = self._address()
         conn = None if addr is None else self._api.remoting.pooled(addr)
         if conn is None:
             return None
         assert addr is not None
-        flags, committed = self._flags(master)
-        self.pulls += 1
-        self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
-        head = pieces.head(self.next_offset, flags, committed)
-        return conn.request_encoded(PULL_CODE, head, pieces.end, b"", self._timeout_s, send=False)
-
-    def _flags(self, master: bool) -> tuple[int, int]:
-        """A pull's sysFlag and commitOffset (0 unless the COMMIT_OFFSET bit is set)."""
-        committed = self._committed(self.mq) if master and self._settings.clustering else None
-        if committed is not None and committed > 0:
-            return PULL_SUSPEND | PULL_SUBSCRIPTION | PULL_COMMIT_OFFSET, committed
-        return PULL_SUSPEND | PULL_SUBSCRIPTION, 0  # the template's commitOffset
+        return self._write_pull(conn, addr, master)
 
     async def _pull(self) -> PullResult[ReceivedMessage]:
         addr, master = self._address()
@@ -219,18 +207,30 @@ class Fetcher:
             addr, master = self._address()
             if addr is None:
                 raise _NoBrokerError(f"no broker serves {self.mq} in the route")
-        flags, committed = self._flags(master)
+        conn = await self._api.remoting.connection(addr)
+        return pull_result(await self._write_pull(conn, addr, master))
+
+    def _write_pull(self, conn: Connection, addr: str, master: bool) -> asyncio.Future[Any]:
+        """Write the next pull to ``conn`` (the connection to ``addr``); its answer's future."""
+        committed = self._committed(self.mq) if master and self._settings.clustering else None
+        flags = PULL_SUSPEND | PULL_SUBSCRIPTION
+        if committed is not None and committed > 0:
+            flags |= PULL_COMMIT_OFFSET
+        else:
+            committed = 0  # the template's commitOffset
         self.pulls += 1
         self.pulled_from[addr] = self.pulled_from.get(addr, 0) + 1
         pieces = self._pieces
         if pieces is not None:
             head = pieces.head(self.next_offset, flags, committed)
-            return await self._api.pull_encoded(addr, head, pieces.end, self._timeout_s)
+            return conn.request_encoded(
+                PULL_CODE, head, pieces.end, b"", self._timeout_s, send=False
+            )
         ext = self._template.copy()
         ext["queueOffset"] = str(self.next_offset)
         ext["sysFlag"] = str(flags)
         ext["commitOffset"] = str(committed)
-        return await self._api.pull_prepared(addr, ext, self._timeout_s)
+        return conn.request(pull_command(ext), self._timeout_s)
 
     def _handle(self, result: PullResult[ReceivedMessage]) -> None:
         self.broker_id = result.suggest_which_broker_id

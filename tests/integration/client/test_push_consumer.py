@@ -127,6 +127,26 @@ async def test_sql92_subscriptions_select_by_property(cluster: Cluster) -> None:
     assert sorted(got) == [5, 6, 7]
 
 
+async def test_a_subscription_whose_header_has_no_pieces_pulls_by_command(
+    cluster: Cluster,
+) -> None:
+    # The tag text "\u0000" (backslash, u, digits) is what stands for a value in
+    # PullPieces: its pulls go out as commands, and are filtered all the same.
+    namesrv, _ = cluster
+    tag = "odd\\u0000tag"
+    await send_all(
+        namesrv, [Message("Odd", b"%d" % i, tags=tag if i % 2 else "x") for i in range(6)]
+    )
+    got: list[int] = []
+    async with PushConsumer(
+        "cg-odd", namesrv=namesrv, consume_from="first", listener=lambda m: got.append(int(m.body))
+    ) as consumer:
+        consumer.subscribe("Odd", tag)
+        await wait_for(lambda: len(got) == 3)
+        await asyncio.sleep(0.2)
+    assert sorted(got) == [1, 3, 5]
+
+
 async def test_where_a_new_group_starts(cluster: Cluster) -> None:
     namesrv, _ = cluster
     queue = MessageQueue("From", "broker-a", 0)
