@@ -9,35 +9,9 @@ from apogee.codes import RequestCode
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.headers import PullMessageRequestHeader
 from apogee.remoting import HandlerTable, RequestContext
+from tests.harness.responder import FakeResponder
 
 TOPIC = "HoldT"
-
-
-class FakeResponder:
-    """Keeps every answer written; holds writes like a connection does."""
-
-    def __init__(self) -> None:
-        self.peer_address = ("10.0.0.8", 40999)
-        self.closed = False
-        self.sent: list[RemotingCommand] = []
-        self._held: list[RemotingCommand] | None = None
-
-    def send_response(self, response: RemotingCommand) -> bool:
-        if self._held is not None:
-            self._held.append(response)
-        else:
-            self.sent.append(response)
-        return True
-
-    def hold_writes(self) -> bool:
-        if self._held is not None:
-            return False
-        self._held = []
-        return True
-
-    def release_writes(self) -> None:
-        held, self._held = self._held or [], None
-        self.sent += held
 
 
 def _park(holds: PullHoldService, responder: FakeResponder, queue_id: int, offset: int) -> None:

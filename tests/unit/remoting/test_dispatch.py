@@ -8,37 +8,9 @@ from apogee.codes import ResponseCode
 from apogee.errors import ApogeeError
 from apogee.protocol.command import FLAG_RESPONSE, RemotingCommand
 from apogee.remoting import HandlerTable, RequestContext, Responder, ResponseBatch
+from tests.harness.responder import FakeResponder
 
 ECHO, SLOW, BROKEN, REFUSED, UNKNOWN = 10, 11, 12, 13, 99
-
-
-class FakeResponder:
-    """Keeps every answer written; holds writes like a connection does."""
-
-    def __init__(self) -> None:
-        self.peer_address = ("10.0.0.7", 40123)
-        self.closed = False
-        self.sent: list[RemotingCommand] = []
-        self._held: list[RemotingCommand] | None = None
-
-    def send_response(self, response: RemotingCommand) -> bool:
-        if self.closed:
-            return False
-        if self._held is not None:
-            self._held.append(response)
-        else:
-            self.sent.append(response)
-        return True
-
-    def hold_writes(self) -> bool:
-        if self._held is not None:
-            return False
-        self._held = []
-        return True
-
-    def release_writes(self) -> None:
-        held, self._held = self._held or [], None
-        self.sent += held
 
 
 def _table() -> HandlerTable:
