@@ -110,19 +110,27 @@ async def send_sync(producer: Producer, pool: list[bytes], n: int) -> int:
     return n
 
 
+class BodyReader:
+    """A plain listener that reads each body; ``done`` is set by its ``n``-th message."""
+
+    __slots__ = ("done", "got", "n", "nbytes")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.got = 0
+        self.nbytes = 0
+        self.done = asyncio.Event()
+
+    def __call__(self, msg: ReceivedMessage) -> None:
+        self.nbytes += len(msg.body)
+        self.got += 1
+        if self.got >= self.n:
+            self.done.set()
+
+
 async def consume_push(namesrv: str, n: int, pull_batch: int) -> int:
     """A new group reads ``n`` messages of the backlog with a plain listener."""
-    got = 0
-    nbytes = 0
-    done = asyncio.Event()
-
-    def listener(msg: ReceivedMessage) -> None:
-        nonlocal got, nbytes
-        nbytes += len(msg.body)
-        got += 1
-        if got >= n:
-            done.set()
-
+    listener = BodyReader(n)
     consumer = PushConsumer(
         new_group("push"),
         namesrv=namesrv,
@@ -135,13 +143,13 @@ async def consume_push(namesrv: str, n: int, pull_batch: int) -> int:
     await consumer.start()
     try:
         async with asyncio.timeout(300):
-            await done.wait()
+            await listener.done.wait()
     finally:
         # closing is not part of the figure: stop the clock first
         stop = _stop()
         await consumer.close()
         _STOPPED.append(stop)
-    return got
+    return listener.got
 
 
 async def consume_lite(namesrv: str, n: int, pull_batch: int) -> int:
@@ -171,17 +179,7 @@ async def consume_lite(namesrv: str, n: int, pull_batch: int) -> int:
 
 async def consume_tail(namesrv: str, broker_addr: str, n: int, rate: float) -> int:
     """A tailing ``PushConsumer`` receives ``n`` messages sent one at a time by a child."""
-    got = 0
-    nbytes = 0
-    done = asyncio.Event()
-
-    def listener(msg: ReceivedMessage) -> None:
-        nonlocal got, nbytes
-        nbytes += len(msg.body)
-        got += 1
-        if got >= n:
-            done.set()
-
+    listener = BodyReader(n)
     consumer = PushConsumer(
         new_group("tail"), namesrv=namesrv, listener=listener, consume_from="last",
         instance_name="cost-tail",
@@ -194,13 +192,13 @@ async def consume_tail(namesrv: str, broker_addr: str, n: int, rate: float) -> i
     )
     try:
         async with asyncio.timeout(60 + 2 * n / rate):
-            await done.wait()
+            await listener.done.wait()
     finally:
         stop = _stop()
         sender.wait(30)
         await consumer.close()
         _STOPPED.append(stop)
-    return got
+    return listener.got
 
 
 def tail_sender(broker_addr: str, n: int, rate: float) -> None:
