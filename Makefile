@@ -68,16 +68,23 @@ $(CHROMIUM):
 # sources (no Cython modules, no C GroupSync), which are what runs where no C compiler is at hand.
 # The unit tests share nothing outside their tmp_path (no port, no broker, no fixed file) and
 # are bound by CPU: they run on TEST_WORKERS processes (pytest-xdist). The others start
-# brokers, JVMs and clients of their own and wait on them, one test at a time.
+# brokers, clients and browsers of their own and mostly wait on them: they run on
+# PROCESS_TEST_WORKERS, a file at a time on each (a module's processes are started once, and
+# its tests may build on each other). The Spark tests run after them, one at a time: a Spark
+# session's JVM and Python workers want both cores.
 TEST_WORKERS ?= 2
+PROCESS_TEST_WORKERS ?= 2
 INTERPRETED_TESTS := tests/integration/remoting tests/integration/broker/test_send.py \
 	tests/integration/broker/test_pull.py tests/integration/client/test_producer.py \
 	tests/integration/client/test_push_consumer.py
 test: java lint typecheck layers bytecode $(CHROMIUM)
 	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q -n $(TEST_WORKERS) tests/unit
-	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q --ignore=tests/unit
+	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q -n $(PROCESS_TEST_WORKERS) --dist loadfile \
+		--ignore=tests/unit --ignore=tests/spark
+	APOGEE_REQUIRE_SPEEDUPS=1 $(BIN)/pytest -q tests/spark
 	APOGEE_PURE_PYTHON=1 $(BIN)/pytest -q -n $(TEST_WORKERS) tests/unit
-	APOGEE_PURE_PYTHON=1 $(BIN)/pytest -q $(INTERPRETED_TESTS)
+	APOGEE_PURE_PYTHON=1 $(BIN)/pytest -q -n $(PROCESS_TEST_WORKERS) --dist loadfile \
+		$(INTERPRETED_TESTS)
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache
