@@ -11,9 +11,10 @@ header holds (objects, strings, canonical integers, true, false, null where
 (floats, nesting in ext fields, a number past its Java field, text that needs
 an escape on output, any doubt): ``header_json`` then decodes or encodes it
 with its dict route, so that every result and every error is the dict
-route's. Also :func:`send_answer`: the fields of a send's answer that its
-result needs, read without a command or a dict (a client connection's whole
-answers to one-by-one sends), None wherever the full decode might differ.
+route's. Also :func:`send_answer` and :func:`pull_answer`: the fields of a
+send's or a pull's answer that its result needs, read without a command or a
+dict (a client connection's whole answers to one-by-one sends and to a
+consumer's pulls), None wherever the full decode might differ.
 
 Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
 is False and ``header_json`` never calls in (``orjson``'s dict route is faster
@@ -67,6 +68,11 @@ _FIELD_OPAQUE = cython.declare(cython.int, 5)
 _FIELD_REMARK = cython.declare(cython.int, 6)
 _FIELD_VERSION = cython.declare(cython.int, 7)
 _FIELD_OTHER = cython.declare(cython.int, 8)
+
+# What ``_Scanner.fields`` reads: a command, a send's answer or a pull's answer.
+_COMMAND = cython.declare(cython.int, 0)
+_SEND = cython.declare(cython.int, 1)
+_PULL = cython.declare(cython.int, 2)
 
 
 @cython.cfunc
@@ -134,6 +140,11 @@ class _Scanner:
     region: Any
     queue_id: cython.longlong
     queue_offset: cython.longlong
+    #: what ``pull_ext`` picked out of a pull answer's ext fields (-1: absent)
+    next_begin: cython.longlong
+    min_offset: cython.longlong
+    max_offset: cython.longlong
+    suggested: cython.longlong
 
     @cython.cfunc
     @cython.inline
@@ -307,13 +318,13 @@ class _Scanner:
         return self.integer() >= 0
 
     @cython.cfunc
-    def fields(self, answer: cython.bint) -> cython.bint:  # noqa: PLR0915  # one pass
+    def fields(self, answer: cython.int) -> cython.bint:  # noqa: PLR0915  # one pass
         """Read the header object's fields into the scanner, to its end; False to give up.
 
         The ext fields become ``ext``, a dict (``null``: empty; a second object
-        replaces the first, as the dict route's last key wins); with ``answer``
-        (a send's answer) ``answer_ext`` picks from them instead, and the
-        language is stepped over.
+        replaces the first, as the dict route's last key wins); for an
+        ``answer`` (_SEND, _PULL) ``answer_ext`` or ``pull_ext`` picks from
+        them instead, and the language is stepped over.
         """
         field: cython.int
         at: cython.Py_ssize_t
@@ -331,9 +342,11 @@ class _Scanner:
                 return False
             c = self.ws()
             if field == _FIELD_EXT:
-                if answer:
+                if answer != _COMMAND:
                     # null, or a second object (it would replace the first)
-                    if c != 0x7B or self.has_ext or not self.answer_ext():
+                    if c != 0x7B or self.has_ext:
+                        return False
+                    if not (self.answer_ext() if answer == _SEND else self.pull_ext()):
                         return False
                 elif c == 0x7B:
                     self.ext = self.ext_fields()
@@ -344,7 +357,7 @@ class _Scanner:
                 else:
                     return False
                 self.has_ext = True
-            elif field == _FIELD_LANGUAGE and not answer:
+            elif field == _FIELD_LANGUAGE and answer == _COMMAND:
                 if c == 0x22:
                     self.language = self.string()
                     if self.language is None:
@@ -442,9 +455,55 @@ class _Scanner:
         return True
 
     @cython.cfunc
+    def pull_ext(self) -> cython.bint:
+        """Pick a pull answer's offsets out of the ext-field object at the position, past
+        it; False to give up."""
+        at: cython.Py_ssize_t
+        n: cython.Py_ssize_t
+        value: cython.longlong
+        self.i += 1  # {
+        c: cython.uchar = self.ws()
+        while c != 0x7D:
+            if c != 0x22:
+                return False
+            end: cython.Py_ssize_t = self.string_end()
+            if end < 0 or self.key_len < 0:
+                return False
+            at = self.key_at
+            n = self.key_len
+            self.i = end + 1
+            if not self.expect(0x3A):
+                return False
+            c = self.ws()
+            if n == 15 and same_at(self.p, at, b"nextBeginOffset", 15):
+                value = self.next_begin = _quoted_count(self) if c == 0x22 else -1
+            elif n == 9 and same_at(self.p, at, b"minOffset", 9):
+                value = self.min_offset = _quoted_count(self) if c == 0x22 else -1
+            elif n == 9 and same_at(self.p, at, b"maxOffset", 9):
+                value = self.max_offset = _quoted_count(self) if c == 0x22 else -1
+            elif n == 20 and same_at(self.p, at, b"suggestWhichBrokerId", 20):
+                value = self.suggested = _quoted_count(self) if c == 0x22 else -1
+            elif not _valid_utf8(self.p, at, end) or not self.skip_value():
+                return False
+            else:
+                value = 0
+            if value < 0:
+                return False
+            c = self.ws()
+            if c == 0x2C:  # ,
+                self.i += 1
+                c = self.ws()
+                if c == 0x7D:  # a trailing comma
+                    return False
+            elif c != 0x7D:
+                return False
+        self.i += 1  # }
+        return True
+
+    @cython.cfunc
     def command(self, body: Any) -> object:
         """The command of the whole header; None to give up."""
-        if not self.fields(False):
+        if not self.fields(_COMMAND):
             return None
         language = self.language
         if language is None:
@@ -942,9 +1001,55 @@ def _quoted_count(s: _Scanner) -> cython.longlong:
 @cython.cfunc
 def _answer(s: _Scanner) -> object:
     s.queue_id = s.queue_offset = -1
-    if not s.fields(True) or not s.flag & 1 or s.msg_id is None:
+    if not s.fields(_SEND) or not s.flag & 1 or s.msg_id is None:
         return None
     if s.queue_id < 0 or s.queue_offset < 0:
         return None
     return (s.opaque, s.code, s.remark, s.msg_id, s.queue_id, s.queue_offset,
             s.transaction_id, s.region)  # fmt: skip
+
+
+# -- a pull's answer: only what its result needs ----------------------------------
+
+#: What ``pull_answer`` reads: (opaque, code, remark, nextBeginOffset, minOffset,
+#: maxOffset, suggestWhichBrokerId, body), what ``broker_api.pull_result`` takes
+#: from the answer's command.
+PullAnswer = tuple[int, int, str | None, int, int, int, int, bytes]
+
+
+def pull_answer(data: bytes, start: int, end: int) -> PullAnswer | None:
+    """The fields of a pull's answer whose JSON header is ``data[start:end]`` and whose
+    body is ``data[end:]``; None to decode it.
+
+    As :func:`send_answer`: no command, no ext-field dict. Taken only where the
+    full decode would give the same values: a response with one ``extFields``
+    object holding nextBeginOffset, minOffset, maxOffset and
+    suggestWhichBrokerId as strings of canonical non-negative integers; other
+    ext fields may be any plain scalar. Anything else is None.
+    """
+    if not cython.compiled:
+        return None
+    if type(data) is not bytes:
+        return None
+    n: cython.Py_ssize_t = len(data)
+    at: cython.Py_ssize_t = start
+    stop: cython.Py_ssize_t = end
+    if at < 0 or stop < at or stop > n:
+        return None
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    scanner.p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+    scanner.p += at
+    scanner.n = stop - at
+    scanner.next_begin = scanner.min_offset = scanner.max_offset = scanner.suggested = -1
+    if not scanner.fields(_PULL) or not scanner.flag & 1:
+        return None
+    if (
+        scanner.next_begin < 0
+        or scanner.min_offset < 0
+        or scanner.max_offset < 0
+        or scanner.suggested < 0
+    ):
+        return None
+    body = data[stop:] if stop < n else b""
+    return (scanner.opaque, scanner.code, scanner.remark, scanner.next_begin,
+            scanner.min_offset, scanner.max_offset, scanner.suggested, body)  # fmt: skip
