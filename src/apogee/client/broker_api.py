@@ -54,7 +54,7 @@ from apogee.model.topic import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from apogee.protocol import admin_bodies, bodies
 from apogee.protocol import headers as h
 from apogee.protocol.command import DEFAULT_LANGUAGE, RemotingCommand, new_command
-from apogee.protocol.header_scan import SendAnswer
+from apogee.protocol.header_scan import PullAnswer, SendAnswer
 from apogee.remoting.client import RemotingClient
 
 #: Queues a topic gets when a send auto-creates it from TBW102 (Java producer default).
@@ -207,9 +207,23 @@ def pull_command(ext: dict[str, str]) -> RemotingCommand:
     return new_command(PULL_CODE, DEFAULT_LANGUAGE, CURRENT_VERSION, 0, 0, None, ext, b"", _JSON)
 
 
-def pull_result(response: RemotingCommand) -> PullResult[ReceivedMessage]:
+def pull_result(response: RemotingCommand | PullAnswer) -> PullResult[ReceivedMessage]:
     """A consumer's pull answer as its result: messages decoded lazily, no tag re-check
-    (the consumer filters)."""
+    (the consumer filters). The answer is a command, or the ``PullAnswer`` a client
+    connection read from a whole answer (``header_scan.pull_answer``)."""
+    if isinstance(response, tuple):
+        _, code, remark, next_begin, min_offset, max_offset, suggested, body = response
+        status = _PULL_STATUS.get(code)
+        if status is None:
+            raise error_for_code(code, remark)
+        return _new_pull_result(
+            status,
+            next_begin,
+            min_offset,
+            max_offset,
+            suggested,
+            decode_received(body) if status is PullStatus.FOUND else [],
+        )
     status = _PULL_STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark)
@@ -241,7 +255,7 @@ def send_result(
     The answer is its command, or the fields ``header_scan.send_answer`` read
     from it (what a client connection gives a send's future when it can).
     """
-    if type(response) is tuple:
+    if isinstance(response, tuple):
         _, code, remark, offset_msg_id, queue_id, offset, transaction_id, region = response
         status = _SEND_STATUS.get(code)
         if status is None:

@@ -58,7 +58,7 @@ from apogee.model.route import MASTER_ID
 from apogee.model.subscription import SubscriptionData
 from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX
 from apogee.protocol.headers import PullMessageRequestHeader
-from apogee.remoting.connection import Connection
+from apogee.remoting.connection import PULL_ANSWER, Connection
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class Fetcher:
         if pieces is not None:
             head = pieces.head(self.next_offset, flags, committed)
             return conn.request_encoded(
-                PULL_CODE, head, pieces.end, b"", self._timeout_s, send=False
+                PULL_CODE, head, pieces.end, b"", self._timeout_s, PULL_ANSWER
             )
         ext = self._template.copy()
         ext["queueOffset"] = str(self.next_offset)

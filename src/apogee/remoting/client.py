@@ -19,32 +19,42 @@ import logging
 import struct
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
 
 from apogee.errors import ClientError, RemotingConnectError, RemotingError
 from apogee.protocol import header_scan
 from apogee.protocol.command import RemotingCommand
 from apogee.protocol.signing import SessionCredentials, sign
 from apogee.remoting.config import ClientConfig
-from apogee.remoting.connection import CloseListener, Connection, Signer
+from apogee.remoting.connection import (
+    PULL_ANSWER,
+    SEND_ANSWER,
+    CloseListener,
+    Connection,
+    Signer,
+)
 from apogee.remoting.dispatch import HandlerTable
 
 log = logging.getLogger(__name__)
 
 _CLOSE_WAIT_S = 2.0  # how long close() lets buffered requests flush before aborting
-# Compiled only: interpreted it would always decline.
+# Compiled only: interpreted they would always decline.
 _send_answer = header_scan.send_answer if header_scan.COMPILED else None
+_pull_answer = header_scan.pull_answer
 _unpack_prefix = struct.Struct(">ii").unpack_from
 
 
 class ClientConnection(Connection):
     """A connection this side opened.
 
-    The answer to a send (``Connection.request_encoded``) that arrives as one
-    whole read, alone, is read by ``header_scan.send_answer``, only for what
-    the send's result needs, and resolves the send's future with that
-    ``SendAnswer``: no frame decoder, no command, no ext-field dict. Anything
-    else (a partial or coalesced read, another answer, a request, any answer
-    the kernel declines) takes ``Connection.data_received``.
+    The answer to a send or a pull (``Connection.request_encoded``) that
+    arrives as one whole read, alone, is read by ``header_scan.send_answer``
+    (a frame of a header only) or ``pull_answer`` (a header and a body), only
+    for what the result needs, and resolves the request's future with that
+    ``SendAnswer`` or ``PullAnswer``: no frame decoder, no command, no
+    ext-field dict. Anything else (a partial or coalesced read, another
+    answer, a request, any answer the kernel declines) takes
+    ``Connection.data_received``.
     """
 
     def data_received(self, data: bytes) -> None:
@@ -52,20 +62,26 @@ class ClientConnection(Connection):
         if n > 8 and _send_answer is not None:
             length, kind = _unpack_prefix(data)
             decoder = self._decoder
-            # one JSON frame (serialize type 0) of a header only, and nothing held before it
+            # one JSON frame (serialize type 0: the header's length is the whole type
+            # word), and nothing held before it
             if (
                 length + 4 == n
-                and kind == length - 4
+                and 0 < kind <= length - 4
                 and n <= decoder.max_frame_bytes
                 and not decoder.pending
                 and not decoder.buffered
             ):
-                answer = _send_answer(data, 8)
+                if kind == length - 4:  # a header only
+                    answer: tuple[Any, ...] | None = _send_answer(data, 8)
+                    want = SEND_ANSWER
+                else:
+                    answer = _pull_answer(data, 8, 8 + kind)
+                    want = PULL_ANSWER
                 if answer is not None:
                     opaque = answer[0]
                     pending = self._pending
                     waiting = pending.get(opaque)
-                    if waiting is not None and waiting[4]:
+                    if waiting is not None and waiting[4] == want:
                         del pending[opaque]
                         self._last_activity = self._loop.time()
                         fut = waiting[0]

@@ -67,7 +67,7 @@ from apogee.errors import ProtocolError, RemotingClosedError, RemotingTimeoutErr
 from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
 from apogee.protocol.header_json import decode as json_decode
-from apogee.protocol.header_scan import SendAnswer
+from apogee.protocol.header_scan import PullAnswer, SendAnswer
 from apogee.remoting.dispatch import HandlerTable
 from apogee.remoting.limits import FrameBudget
 
@@ -90,9 +90,13 @@ SWEEP_GAP_PER_REQUEST_S = 1e-6
 
 CloseListener = Callable[["Connection"], None]
 Signer = Callable[[RemotingCommand], None]
+#: What may resolve a request's future besides a command (see ``request_encoded``).
+COMMAND_ONLY = 0
+SEND_ANSWER = 1  # a header_scan.SendAnswer
+PULL_ANSWER = 2  # a header_scan.PullAnswer
 #: a request waiting for its answer: (future, deadline in loop time, request code, timeout,
-#: whether a SendAnswer may resolve it: see ``request_encoded``)
-_Waiting = tuple["asyncio.Future[Any]", float, int, float, bool]
+#: what may resolve it besides a command: COMMAND_ONLY, SEND_ANSWER or PULL_ANSWER)
+_Waiting = tuple["asyncio.Future[Any]", float, int, float, int]
 _INF = math.inf
 _T = TypeVar("_T")
 _pack_prefix = struct.Struct(">ii").pack
@@ -462,24 +466,24 @@ class Connection(asyncio.Protocol):
         if self._sign is not None:
             self._sign(request)
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        return self._expect(fut, opaque, request.code, timeout_s, encode(request), raw=False)
+        return self._expect(fut, opaque, request.code, timeout_s, encode(request), COMMAND_ONLY)
 
-    def _expect(
+    def _expect(  # noqa: PLR0917  # private, positional on purpose: once per request
         self,
         fut: asyncio.Future[_T],
         opaque: int,
         code: int,
         timeout_s: float,
         frame: list[Buffer],
-        *,
-        raw: bool,
+        answer: int,
     ) -> asyncio.Future[_T]:
         """Enter ``fut`` as the answer to ``opaque``, write the request's ``frame``;
-        what ``request`` returns (see there). ``raw``: the answer may be a ``SendAnswer``."""
+        what ``request`` returns (see there). ``answer``: what else than a command may
+        resolve it (COMMAND_ONLY, SEND_ANSWER, PULL_ANSWER)."""
         loop = self._loop
         deadline = loop.time() + timeout_s
         pending = self._pending
-        pending[opaque] = (fut, deadline, code, timeout_s, raw)
+        pending[opaque] = (fut, deadline, code, timeout_s, answer)
         try:
             self._write_frame(frame)
         except BaseException:
@@ -498,8 +502,8 @@ class Connection(asyncio.Protocol):
         end: bytes,
         body: bytes | bytearray,
         timeout_s: float,
-        send: bool = True,
-    ) -> asyncio.Future[RemotingCommand | SendAnswer]:
+        answer: int = SEND_ANSWER,
+    ) -> asyncio.Future[RemotingCommand | SendAnswer | PullAnswer]:
         """``request`` of a request whose JSON header the caller encoded, but for its opaque.
 
         The header is ``head``, the opaque's digits and ``end``; ``head`` must
@@ -509,10 +513,12 @@ class Connection(asyncio.Protocol):
         decodes the header into a command and takes ``request``'s path (the
         signature covers the ext fields), so what leaves is signed all the same.
 
-        For a send's request (``send``), the answer may come as the
-        ``SendAnswer`` of ``header_scan.send_answer`` instead of a command (a
-        client connection reads an answer that arrives whole so, see
-        ``client.ClientConnection``); for any other it is a command.
+        For a send's request (``answer`` SEND_ANSWER), the answer may come as
+        the ``SendAnswer`` of ``header_scan.send_answer`` instead of a command,
+        for a pull's (PULL_ANSWER) as the ``PullAnswer`` of
+        ``header_scan.pull_answer`` (a client connection reads an answer that
+        arrives whole so, see ``client.ClientConnection``); for COMMAND_ONLY it
+        is a command.
         """
         if self._sign is not None:
             signed: asyncio.Future[Any] = self.request(
@@ -525,9 +531,9 @@ class Connection(asyncio.Protocol):
         b = len(body)
         # serialize type JSON (0) in the top byte of the second word
         prefix = _pack_prefix(4 + h + b, h) + header
-        fut: asyncio.Future[RemotingCommand | SendAnswer] = self._loop.create_future()
+        fut: asyncio.Future[RemotingCommand | SendAnswer | PullAnswer] = self._loop.create_future()
         frame: list[Buffer] = [prefix, body] if b else [prefix]
-        return self._expect(fut, opaque, code, timeout_s, frame, raw=send)
+        return self._expect(fut, opaque, code, timeout_s, frame, answer)
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""

@@ -13,6 +13,7 @@ import asyncio
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -130,7 +131,8 @@ async def test_an_answer_whole_or_split_gives_the_same_result(mode: str) -> None
     whole = mode == "whole" and header_scan.COMPILED
     assert isinstance(answer, tuple) == whole
     assert isinstance(answer, RemotingCommand) == (not whole)
-    result = send_result(answer, mq, "M")
+    assert not isinstance(answer, tuple) or len(answer) == 8
+    result = send_result(cast(RemotingCommand | header_scan.SendAnswer, answer), mq, "M")
     assert (result.message_queue, result.queue_offset, result.offset_msg_id) == (mq, 0, "0" * 32)
     assert (result.msg_id, result.region_id, result.transaction_id) == ("M", "DefaultRegion", None)
 
