@@ -2,7 +2,8 @@
 """The bodies of batch sends (SEND_BATCH_MESSAGE), written in one pass.
 
 Owns: :func:`first_unusual`, the pass of ``outgoing.check_batch`` over a batch's
-messages, and :func:`pack_batches`, the kernel of ``outgoing.encode_batches``: the
+messages, :func:`block_keys`, the texts of a block of UNIQ_KEYs (a batch's new
+ids), and :func:`pack_batches`, the kernel of ``outgoing.encode_batches``: the
 messages of a send given their UNIQ_KEYs and framed back to back into bodies
 of at most ``max_size`` bytes (RocketMQ ``MessageDecoder.encodeMessages``,
 drawn in ``apogee.model.message_codec``)::
@@ -39,7 +40,8 @@ from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import put16, put32
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
-    from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA
+    from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA, PyUnicode_New
+    from cython.cimports.libc.string import memcpy
 else:
     from apogee._util.bytes_be import put16, put32
 
@@ -48,6 +50,7 @@ _UNIQ_FIELD = f"{_UNIQ}\x01".encode()  # the name and its separator, before the 
 _FIXED = cython.declare(cython.Py_ssize_t, 22)  # framing bytes of one message
 _MAX_PROPS = cython.declare(cython.Py_ssize_t, MAX_PROPERTIES_LENGTH)
 
+_HEX = b"0123456789ABCDEF"
 _HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGICCODE BODYCRC FLAG BODYLEN
 _I16 = struct.Struct(">h")
 
@@ -105,6 +108,35 @@ def first_unusual(messages: Sequence[Message], topic: str, max_size: int) -> int
         if size == 0 or size > limit or delay in msg.properties:
             return i
     return -1
+
+
+def block_keys(base: str, first: int, count: int) -> list[str]:
+    """The ``count`` UNIQ_KEYs of a block (``uniq_key.uniq_key_block``): key ``k`` is
+    ``base``, then the counter ``(first + k) & 0xFFFF`` as four uppercase hex digits.
+
+    Compiled, each key is a new str written through its pointer: a batch of a
+    hundred messages makes a hundred of them.
+    """
+    if not cython.compiled or not base.isascii():
+        return [f"{base}{(first + k) & 0xFFFF:04X}" for k in range(count)]
+    n: cython.Py_ssize_t = len(base)
+    src: cython.p_uchar = PyUnicode_1BYTE_DATA(base)
+    hexes: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(_HEX))
+    start: cython.longlong = first
+    counter: cython.uint
+    k: cython.Py_ssize_t
+    keys: list[str] = []
+    for k in range(count):
+        key = PyUnicode_New(n + 4, 127)
+        out: cython.p_uchar = PyUnicode_1BYTE_DATA(key)
+        memcpy(out, src, n)
+        counter = (start + k) & 0xFFFF
+        out[n] = hexes[counter >> 12]
+        out[n + 1] = hexes[(counter >> 8) & 0xF]
+        out[n + 2] = hexes[(counter >> 4) & 0xF]
+        out[n + 3] = hexes[counter & 0xF]
+        keys.append(key)
+    return keys
 
 
 def pack_batches(

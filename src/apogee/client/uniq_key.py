@@ -17,10 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-import struct
 import threading
 
 from apogee._util.net import local_ipv4
+from apogee.client.batch_body import block_keys
 
 _lock = threading.Lock()
 _counter_next = 0
@@ -93,10 +93,4 @@ def new_uniq_keys(now_ms: int, count: int) -> list[str]:
     if count <= 0:
         return []
     base, first = uniq_key_block(now_ms, count)
-    end = first + count
-    # every counter packed in one call, hex-formatted in one call with a comma
-    # between counters, each comma then followed by the base, and split: a batch
-    # makes many ids, and this is a handful of calls whatever their number
-    counters = range(first, end) if end <= 0x10000 else [(first + i) & 0xFFFF for i in range(count)]
-    packed = struct.pack(f">{count}H", *counters)
-    return (base + packed.hex(",", 2).upper().replace(",", "," + base)).split(",")
+    return block_keys(base, first, count)

@@ -81,3 +81,15 @@ def test_refusals_name_the_message(bb: Any) -> None:
     long_props = [Message("T", b"x"), Message("T", b"y", properties={"p": "v" * 40_000})]
     with pytest.raises(InvalidMessageError, match=r"messages\[1\].properties: .* 32767"):
         bb.pack_batches(long_props, MAX, counting_keys())
+
+
+@pytest.mark.parametrize(
+    ("base", "first", "count"),
+    [("C0A8000100640A0B0C0D00000001", 0, 3), ("B" * 28, 0xFFFD, 5), ("X", 7, 0), ("clé", 1, 2)],
+)
+def test_block_keys_are_the_base_and_four_hex_digits_of_the_counter(
+    bb: Any, base: str, first: int, count: int
+) -> None:
+    keys = bb.block_keys(base, first, count)
+    assert keys == [f"{base}{(first + k) & 0xFFFF:04X}" for k in range(count)]
+    assert all(type(k) is str and k.isascii() == base.isascii() for k in keys)
