@@ -134,13 +134,13 @@ class _Scanner:
     remark: Any
     language: object
     ext: Any
-    #: what ``answer_ext`` picked out of a send answer's ext fields (-1: absent)
+    #: what ``send_field`` picked out of a send answer's ext fields (-1: absent)
     msg_id: Any
     transaction_id: Any
     region: Any
     queue_id: cython.longlong
     queue_offset: cython.longlong
-    #: what ``pull_ext`` picked out of a pull answer's ext fields (-1: absent)
+    #: what ``pull_field`` picked out of a pull answer's ext fields (-1: absent)
     next_begin: cython.longlong
     min_offset: cython.longlong
     max_offset: cython.longlong
@@ -323,8 +323,8 @@ class _Scanner:
 
         The ext fields become ``ext``, a dict (``null``: empty; a second object
         replaces the first, as the dict route's last key wins); for an
-        ``answer`` (_SEND, _PULL) ``answer_ext`` or ``pull_ext`` picks from
-        them instead, and the language is stepped over.
+        ``answer`` (_SEND, _PULL) ``answer_ext`` picks from them instead, and
+        the language is stepped over.
         """
         field: cython.int
         at: cython.Py_ssize_t
@@ -344,9 +344,7 @@ class _Scanner:
             if field == _FIELD_EXT:
                 if answer != _COMMAND:
                     # null, or a second object (it would replace the first)
-                    if c != 0x7B or self.has_ext:
-                        return False
-                    if not (self.answer_ext() if answer == _SEND else self.pull_ext()):
+                    if c != 0x7B or self.has_ext or not self.answer_ext(answer):
                         return False
                 elif c == 0x7B:
                     self.ext = self.ext_fields()
@@ -402,11 +400,13 @@ class _Scanner:
         return self.i == self.n and self.has_code
 
     @cython.cfunc
-    def answer_ext(self) -> cython.bint:
-        """Pick a send answer's fields out of the ext-field object at the position, past
-        it; False to give up."""
+    def answer_ext(self, answer: cython.int) -> cython.bint:
+        """Pick the fields of a send's (_SEND) or a pull's (_PULL) answer out of the
+        ext-field object at the position, past it; False to give up. Other keys are
+        stepped over."""
         at: cython.Py_ssize_t
         n: cython.Py_ssize_t
+        picked: cython.int
         self.i += 1  # {
         c: cython.uchar = self.ws()
         while c != 0x7D:
@@ -421,27 +421,10 @@ class _Scanner:
             if not self.expect(0x3A):
                 return False
             c = self.ws()
-            if n == 5 and same_at(self.p, at, b"msgId", 5):
-                self.msg_id = self.string() if c == 0x22 else None
-                if self.msg_id is None:
-                    return False
-            elif n == 7 and same_at(self.p, at, b"queueId", 7):
-                self.queue_id = _quoted_count(self) if c == 0x22 else -1
-                if self.queue_id < 0:
-                    return False
-            elif n == 11 and same_at(self.p, at, b"queueOffset", 11):
-                self.queue_offset = _quoted_count(self) if c == 0x22 else -1
-                if self.queue_offset < 0:
-                    return False
-            elif n == 13 and same_at(self.p, at, b"transactionId", 13):
-                self.transaction_id = self.string() if c == 0x22 else None
-                if self.transaction_id is None:
-                    return False
-            elif n == 10 and same_at(self.p, at, b"MSG_REGION", 10):
-                self.region = self.string() if c == 0x22 else None
-                if self.region is None:
-                    return False
-            elif not _valid_utf8(self.p, at, end) or not self.skip_value():
+            picked = self.send_field(at, n, c) if answer == _SEND else self.pull_field(at, n, c)
+            if picked < 0:
+                return False
+            if picked == 0 and (not _valid_utf8(self.p, at, end) or not self.skip_value()):
                 return False
             c = self.ws()
             if c == 0x2C:  # ,
@@ -455,50 +438,45 @@ class _Scanner:
         return True
 
     @cython.cfunc
-    def pull_ext(self) -> cython.bint:
-        """Pick a pull answer's offsets out of the ext-field object at the position, past
-        it; False to give up."""
-        at: cython.Py_ssize_t
-        n: cython.Py_ssize_t
+    def send_field(
+        self, at: cython.Py_ssize_t, n: cython.Py_ssize_t, c: cython.uchar
+    ) -> cython.int:
+        """The value of the send answer's key ``p[at:at + n]`` (its first byte ``c``):
+        1 read, 0 not a key of the result, -1 to give up."""
+        if n == 5 and same_at(self.p, at, b"msgId", 5):
+            self.msg_id = self.string() if c == 0x22 else None
+            return -1 if self.msg_id is None else 1
+        if n == 7 and same_at(self.p, at, b"queueId", 7):
+            self.queue_id = _quoted_count(self) if c == 0x22 else -1
+            return -1 if self.queue_id < 0 else 1
+        if n == 11 and same_at(self.p, at, b"queueOffset", 11):
+            self.queue_offset = _quoted_count(self) if c == 0x22 else -1
+            return -1 if self.queue_offset < 0 else 1
+        if n == 13 and same_at(self.p, at, b"transactionId", 13):
+            self.transaction_id = self.string() if c == 0x22 else None
+            return -1 if self.transaction_id is None else 1
+        if n == 10 and same_at(self.p, at, b"MSG_REGION", 10):
+            self.region = self.string() if c == 0x22 else None
+            return -1 if self.region is None else 1
+        return 0
+
+    @cython.cfunc
+    def pull_field(
+        self, at: cython.Py_ssize_t, n: cython.Py_ssize_t, c: cython.uchar
+    ) -> cython.int:
+        """``send_field`` for a pull answer's offsets."""
         value: cython.longlong
-        self.i += 1  # {
-        c: cython.uchar = self.ws()
-        while c != 0x7D:
-            if c != 0x22:
-                return False
-            end: cython.Py_ssize_t = self.string_end()
-            if end < 0 or self.key_len < 0:
-                return False
-            at = self.key_at
-            n = self.key_len
-            self.i = end + 1
-            if not self.expect(0x3A):
-                return False
-            c = self.ws()
-            if n == 15 and same_at(self.p, at, b"nextBeginOffset", 15):
-                value = self.next_begin = _quoted_count(self) if c == 0x22 else -1
-            elif n == 9 and same_at(self.p, at, b"minOffset", 9):
-                value = self.min_offset = _quoted_count(self) if c == 0x22 else -1
-            elif n == 9 and same_at(self.p, at, b"maxOffset", 9):
-                value = self.max_offset = _quoted_count(self) if c == 0x22 else -1
-            elif n == 20 and same_at(self.p, at, b"suggestWhichBrokerId", 20):
-                value = self.suggested = _quoted_count(self) if c == 0x22 else -1
-            elif not _valid_utf8(self.p, at, end) or not self.skip_value():
-                return False
-            else:
-                value = 0
-            if value < 0:
-                return False
-            c = self.ws()
-            if c == 0x2C:  # ,
-                self.i += 1
-                c = self.ws()
-                if c == 0x7D:  # a trailing comma
-                    return False
-            elif c != 0x7D:
-                return False
-        self.i += 1  # }
-        return True
+        if n == 15 and same_at(self.p, at, b"nextBeginOffset", 15):
+            value = self.next_begin = _quoted_count(self) if c == 0x22 else -1
+        elif n == 9 and same_at(self.p, at, b"minOffset", 9):
+            value = self.min_offset = _quoted_count(self) if c == 0x22 else -1
+        elif n == 9 and same_at(self.p, at, b"maxOffset", 9):
+            value = self.max_offset = _quoted_count(self) if c == 0x22 else -1
+        elif n == 20 and same_at(self.p, at, b"suggestWhichBrokerId", 20):
+            value = self.suggested = _quoted_count(self) if c == 0x22 else -1
+        else:
+            return 0
+        return -1 if value < 0 else 1
 
     @cython.cfunc
     def command(self, body: Any) -> object:
