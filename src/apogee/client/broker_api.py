@@ -78,6 +78,7 @@ _PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+_FOUND = PullStatus.FOUND
 _UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 log = logging.getLogger(__name__)
 _JSON = SerializeType.JSON
@@ -213,38 +214,42 @@ def pull_result(response: RemotingCommand | PullAnswer) -> PullResult[ReceivedMe
     connection read from a whole answer (``header_scan.pull_answer``)."""
     if isinstance(response, tuple):
         _, code, remark, next_begin, min_offset, max_offset, suggested, body = response
-        status = _PULL_STATUS.get(code)
-        if status is None:
-            raise error_for_code(code, remark)
-        return _new_pull_result(
-            status,
-            next_begin,
-            min_offset,
-            max_offset,
-            suggested,
-            decode_received(body) if status is PullStatus.FOUND else [],
-        )
-    status = _PULL_STATUS.get(response.code)
-    if status is None:
-        raise error_for_code(response.code, response.remark)
-    answer = response.ext_fields
-    try:
-        next_begin = int(answer["nextBeginOffset"])
-        min_offset = int(answer["minOffset"])
-        max_offset = int(answer["maxOffset"])
-        suggested = int(answer["suggestWhichBrokerId"])
-    except (KeyError, ValueError):
-        h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
-        raise
-    found = status is PullStatus.FOUND
+        status = _pull_status(code, remark)
+    else:
+        status = _pull_status(response.code, response.remark)
+        next_begin, min_offset, max_offset, suggested = _pull_offsets(response.ext_fields)
+        body = response.body_bytes() if status is _FOUND else b""
     return _new_pull_result(
         status,
         next_begin,
         min_offset,
         max_offset,
         suggested,
-        decode_received(response.body_bytes()) if found else [],
+        decode_received(body) if status is _FOUND else [],
     )
+
+
+def _pull_status(code: int, remark: str | None) -> PullStatus:
+    """The status of a pull answer's code; raises for a code that is no pull status."""
+    status = _PULL_STATUS.get(code)
+    if status is None:
+        raise error_for_code(code, remark)
+    return status
+
+
+def _pull_offsets(answer: dict[str, str]) -> tuple[int, int, int, int]:
+    """(nextBeginOffset, minOffset, maxOffset, suggestWhichBrokerId) of a pull answer's
+    ext fields; raises naming a missing or malformed field."""
+    try:
+        return (
+            int(answer["nextBeginOffset"]),
+            int(answer["minOffset"]),
+            int(answer["maxOffset"]),
+            int(answer["suggestWhichBrokerId"]),
+        )
+    except (KeyError, ValueError):
+        h.PullMessageResponseHeader.from_ext(answer)  # raises, naming the field
+        raise
 
 
 def send_result(
