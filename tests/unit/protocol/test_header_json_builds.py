@@ -18,19 +18,9 @@ from apogee.errors import ProtocolError
 from apogee.protocol import framing, header_json
 from apogee.protocol.command import RemotingCommand, new_command
 from tests.harness.damage import damaged
-from tests.harness.kernels import NotCompiledError, module_build
+from tests.harness.kernels import module_build
 
-SCAN = "apogee.protocol.header_scan"
 REQUIRED_BUILDS = ("compiled", "interpreted")
-
-
-@pytest.fixture(scope="module")
-def scan() -> ModuleType:
-    """The direct route compiled; skipped where it was not."""
-    try:
-        return module_build(SCAN, "compiled")
-    except NotCompiledError as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")

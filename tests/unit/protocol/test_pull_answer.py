@@ -21,22 +21,9 @@ from hypothesis import strategies as st
 
 from apogee.errors import ProtocolError
 from tests.harness.damage import damaged
-from tests.harness.kernels import NotCompiledError, module_build
+from tests.unit.protocol.answer_cases import INSERTS, answers, counts, values
 
 OFFSETS = ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
-
-
-@pytest.fixture(scope="module")
-def scan() -> ModuleType:
-    try:
-        return module_build("apogee.protocol.header_scan", "compiled")
-    except NotCompiledError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def full() -> ModuleType:
-    return module_build("apogee.protocol.header_json", "interpreted")
 
 
 def expected(full: ModuleType, header: bytes, body: bytes) -> tuple[Any, ...] | None:
@@ -120,42 +107,14 @@ def test_the_header_ends_where_the_caller_says(scan: ModuleType) -> None:
     assert scan.pull_answer(framed, 8, 7) is None
 
 
-texts = st.text(
-    st.characters(codec="utf-8") | st.sampled_from(["\x01", '"', "\\", "é", "😀", "\u2028"]),
-    max_size=8,
+PULL_ANSWERS = answers(
+    [(key, counts | values) for key in (*OFFSETS, "offsetDelta")],
+    st.sampled_from([0, 19, 20, 21, 1]) | values,
 )
-counts = st.sampled_from(
-    ["0", "3", "03", "-1", "+1", " 1", "1_0", "", "\u0661", "9" * 18, "9" * 19]
-) | st.integers(0, 2**62).map(str)
-values = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | texts | st.floats(allow_nan=False)
-)
-
-
-@st.composite
-def answers(draw: st.DrawFn) -> dict[str, Any]:
-    ext: dict[str, Any] = {}
-    for key in (*OFFSETS, "offsetDelta"):
-        if draw(st.integers(0, 9)) > 0:
-            ext[key] = draw(counts | values)
-    ext.update(draw(st.dictionaries(texts, values, max_size=2)))
-    obj: dict[str, Any] = {}
-    fields: tuple[tuple[str, st.SearchStrategy[Any]], ...] = (
-        ("code", st.sampled_from([0, 19, 20, 21, 1]) | values),
-        ("extFields", st.just(ext) | values), ("flag", st.sampled_from([0, 1, 3]) | values),
-        ("language", texts | values), ("opaque", st.integers(-(2**31), 2**31) | values),
-        ("remark", texts | values), ("version", st.integers(0, 500) | values),
-        ("serializeTypeCurrentRPC", values),
-    )  # fmt: skip
-    for key, strategy in fields:
-        if draw(st.integers(0, 9)) > 0:
-            obj[key] = draw(strategy)
-    keys = draw(st.permutations(list(obj)))
-    return {key: obj[key] for key in keys}
 
 
 @settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
-@given(answers(), st.booleans(), st.booleans(), st.binary(max_size=40))
+@given(PULL_ANSWERS, st.booleans(), st.booleans(), st.binary(max_size=40))
 def test_any_answer_reads_as_the_full_decode_or_not_at_all(  # noqa: PLR0917  # hypothesis
     scan: ModuleType,
     full: ModuleType,
@@ -167,9 +126,6 @@ def test_any_answer_reads_as_the_full_decode_or_not_at_all(  # noqa: PLR0917  # 
     separators = (", ", " : ") if spaced else (",", ":")
     header = json.dumps(obj, ensure_ascii=ascii_only, separators=separators)
     same(scan, full, header.encode("utf-8", "surrogatepass"), body)
-
-
-INSERTS = [b"\\", b'"', b",", b"}", b"0", b" ", b"\xff"]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])

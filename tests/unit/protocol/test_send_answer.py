@@ -20,20 +20,7 @@ from hypothesis import strategies as st
 
 from apogee.errors import ProtocolError
 from tests.harness.damage import damaged
-from tests.harness.kernels import NotCompiledError, module_build
-
-
-@pytest.fixture(scope="module")
-def scan() -> ModuleType:
-    try:
-        return module_build("apogee.protocol.header_scan", "compiled")
-    except NotCompiledError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def full() -> ModuleType:
-    return module_build("apogee.protocol.header_json", "interpreted")
+from tests.unit.protocol.answer_cases import INSERTS, answers, counts, texts, values
 
 
 def expected(full: ModuleType, header: bytes) -> tuple[Any, ...] | None:
@@ -115,53 +102,21 @@ def test_odd_answers_are_left_to_the_full_decode(
     assert same(scan, full, header) is None
 
 
-texts = st.text(
-    st.characters(codec="utf-8") | st.sampled_from(["\x01", '"', "\\", "é", "😀", "\u2028"]),
-    max_size=8,
-)
-counts = st.sampled_from(["0", "3", "03", "-1", "+1", " 1", "1_0", "", "9" * 18, "9" * 19]) | (
-    st.integers(0, 2**62).map(str)
-)
-values = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | texts | st.floats(allow_nan=False)
-)
-
-
-@st.composite
-def answers(draw: st.DrawFn) -> dict[str, Any]:
-    ext: dict[str, Any] = {}
-    for key, strategy in (
-        ("msgId", texts | values), ("queueId", counts | values), ("queueOffset", counts | values),
-        ("transactionId", texts | values), ("MSG_REGION", texts | values), ("TRACE_ON", values),
-    ):  # fmt: skip
-        if draw(st.integers(0, 9)) > 0:
-            ext[key] = draw(strategy)
-    ext.update(draw(st.dictionaries(texts, values, max_size=2)))
-    obj: dict[str, Any] = {}
-    fields: tuple[tuple[str, st.SearchStrategy[Any]], ...] = (
-        ("code", st.integers(-(2**31), 2**31) | values), ("extFields", st.just(ext) | values),
-        ("flag", st.sampled_from([0, 1, 3]) | values), ("language", texts | values),
-        ("opaque", st.integers(-(2**31), 2**31) | values), ("remark", texts | values),
-        ("version", st.integers(0, 500) | values), ("serializeTypeCurrentRPC", values),
-    )  # fmt: skip
-    for key, strategy in fields:
-        if draw(st.integers(0, 9)) > 0:
-            obj[key] = draw(strategy)
-    keys = draw(st.permutations(list(obj)))
-    return {key: obj[key] for key in keys}
+SEND_EXT = (
+    ("msgId", texts | values), ("queueId", counts | values), ("queueOffset", counts | values),
+    ("transactionId", texts | values), ("MSG_REGION", texts | values), ("TRACE_ON", values),
+)  # fmt: skip
+SEND_ANSWERS = answers(SEND_EXT, st.integers(-(2**31), 2**31) | values)
 
 
 @settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
-@given(answers(), st.booleans(), st.booleans())
+@given(SEND_ANSWERS, st.booleans(), st.booleans())
 def test_any_answer_reads_as_the_full_decode_or_not_at_all(
     scan: ModuleType, full: ModuleType, obj: dict[str, Any], ascii_only: bool, spaced: bool
 ) -> None:
     separators = (", ", " : ") if spaced else (",", ":")
     header = json.dumps(obj, ensure_ascii=ascii_only, separators=separators)
     same(scan, full, header.encode("utf-8", "surrogatepass"))
-
-
-INSERTS = [b"\\", b'"', b",", b"}", b"0", b" ", b"\xff"]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
