@@ -32,6 +32,13 @@ cdef inline void put64(unsigned char *p, Py_ssize_t at, long long v) noexcept no
     put32(p, at, <int><unsigned int>(u >> 32))
     put32(p, at + 4, <int><unsigned int>u)
 
+cdef inline void put_hex4(unsigned char *p, Py_ssize_t at, unsigned int v) noexcept nogil:
+    cdef const char *digits = b"0123456789ABCDEF"
+    p[at] = digits[(v >> 12) & 0xF]
+    p[at + 1] = digits[(v >> 8) & 0xF]
+    p[at + 2] = digits[(v >> 4) & 0xF]
+    p[at + 3] = digits[v & 0xF]
+
 cdef inline void copy_bytes(unsigned char *out, Py_ssize_t at, const unsigned char *src,
                             Py_ssize_t src_at, Py_ssize_t n) noexcept nogil:
     memcpy(out + at, src + src_at, n)

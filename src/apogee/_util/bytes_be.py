@@ -1,7 +1,8 @@
 """Big-endian integers in a buffer: the typed readers and writers of the compiled modules.
 
 Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
-offset), ``put16``/``put32``/``put64`` (one written there) and ``copy_bytes``
+offset), ``put16``/``put32``/``put64`` (one written there), ``put_hex4`` (the
+low 16 bits of a number as four uppercase hex digits, a UNIQ_KEY's counter) and ``copy_bytes``
 (a run of bytes copied from one buffer into another), ``same_at`` (whether a
 run of bytes is a given name) and ``find_byte`` (where a byte first occurs in a
 run: ``memchr``), the one place
@@ -54,6 +55,11 @@ def put32(p: cython.p_uchar, at: int, v: int) -> None:
 
 def put64(p: cython.p_uchar, at: int, v: int) -> None:
     _I64.pack_into(p, at, v)  # struct.error past int64
+
+
+def put_hex4(p: cython.p_uchar, at: int, v: int) -> None:
+    """``v``'s low 16 bits as four uppercase hex digits at ``p[at:at + 4]``."""
+    p[at : at + 4] = b"%04X" % (v & 0xFFFF)
 
 
 def copy_bytes(out: cython.p_uchar, at: int, src: cython.p_uchar, src_at: int, n: int) -> None:

@@ -38,19 +38,18 @@ from apogee.model.message import (
 from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import put16, put32
+    from cython.cimports.apogee._util.bytes_be import put16, put32, put_hex4
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA, PyUnicode_New
     from cython.cimports.libc.string import memcpy
 else:
-    from apogee._util.bytes_be import put16, put32
+    from apogee._util.bytes_be import put16, put32, put_hex4
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _UNIQ_FIELD = f"{_UNIQ}\x01".encode()  # the name and its separator, before the key
 _FIXED = cython.declare(cython.Py_ssize_t, 22)  # framing bytes of one message
 _MAX_PROPS = cython.declare(cython.Py_ssize_t, MAX_PROPERTIES_LENGTH)
 
-_HEX = b"0123456789ABCDEF"
 _HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGICCODE BODYCRC FLAG BODYLEN
 _I16 = struct.Struct(">h")
 
@@ -121,20 +120,14 @@ def block_keys(base: str, first: int, count: int) -> list[str]:
         return [f"{base}{(first + k) & 0xFFFF:04X}" for k in range(count)]
     n: cython.Py_ssize_t = len(base)
     src: cython.p_uchar = PyUnicode_1BYTE_DATA(base)
-    hexes: cython.p_uchar = cython.cast(cython.p_uchar, PyBytes_AS_STRING(_HEX))
     start: cython.longlong = first
-    counter: cython.uint
     k: cython.Py_ssize_t
     keys: list[str] = []
     for k in range(count):
         key = PyUnicode_New(n + 4, 127)
         out: cython.p_uchar = PyUnicode_1BYTE_DATA(key)
         memcpy(out, src, n)
-        counter = (start + k) & 0xFFFF
-        out[n] = hexes[counter >> 12]
-        out[n + 1] = hexes[(counter >> 8) & 0xF]
-        out[n + 2] = hexes[(counter >> 4) & 0xF]
-        out[n + 3] = hexes[counter & 0xF]
+        put_hex4(out, n, (start + k) & 0xFFFF)
         keys.append(key)
     return keys
 

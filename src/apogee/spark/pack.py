@@ -33,14 +33,14 @@ from apogee.model.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from apogee.model.message_codec import MAX_PROPERTIES_LENGTH
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import copy_bytes, put16, put32
+    from cython.cimports.apogee._util.bytes_be import copy_bytes, put16, put32, put_hex4
     from cython.cimports.cpython.bytearray import (
         PyByteArray_AS_STRING,
         PyByteArray_FromStringAndSize,
     )
     from cython.cimports.cpython.memoryview import PyMemoryView_GET_BUFFER
 else:
-    from apogee._util.bytes_be import copy_bytes, put16, put32
+    from apogee._util.bytes_be import copy_bytes, put16, put32, put_hex4
 
 _UNIQ_NAME = f"{PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01".encode()
 _BASE_LEN = 28  # the hex digits of an id before its counter
@@ -48,7 +48,6 @@ _BASE_LEN = 28  # the hex digits of an id before its counter
 RECORD_OVERHEAD = 22 + len(_UNIQ_NAME) + _BASE_LEN + 4 + 1
 _FIXED = cython.declare(cython.Py_ssize_t, 22)
 _MAX_PROPS = cython.declare(cython.Py_ssize_t, MAX_PROPERTIES_LENGTH)
-_HEX = b"0123456789ABCDEF"
 
 
 def pack_rows(  # noqa: PLR0917  # one C call with everything it reads
@@ -187,9 +186,7 @@ def _write(  # noqa: PLR0917  # one C call with everything it reads
     at: cython.Py_ssize_t = 0
     blen: cython.Py_ssize_t
     own: cython.Py_ssize_t
-    counter: cython.Py_ssize_t
     name: bytes = _UNIQ_NAME
-    hexd: bytes = _HEX
     name_len: cython.Py_ssize_t = len(name)
     uniq: cython.Py_ssize_t = name_len + _BASE_LEN + 5
     for i in range(count):
@@ -213,10 +210,6 @@ def _write(  # noqa: PLR0917  # one C call with everything it reads
         at += name_len
         copy_bytes(p, at, base, 0, _BASE_LEN)
         at += _BASE_LEN
-        counter = (first + i) & 0xFFFF
-        p[at] = hexd[counter >> 12]
-        p[at + 1] = hexd[(counter >> 8) & 0xF]
-        p[at + 2] = hexd[(counter >> 4) & 0xF]
-        p[at + 3] = hexd[counter & 0xF]
+        put_hex4(p, at, (first + i) & 0xFFFF)
         p[at + 4] = 2  # the pair's end
         at += 5
