@@ -466,15 +466,17 @@ class Connection(asyncio.Protocol):
         if self._sign is not None:
             self._sign(request)
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        return self._expect(fut, opaque, request.code, timeout_s, encode(request), COMMAND_ONLY)
+        frame = encode(request)
+        return self._expect(fut, opaque, request.code, timeout_s, frame, answer=COMMAND_ONLY)
 
-    def _expect(  # noqa: PLR0917  # private, positional on purpose: once per request
+    def _expect(
         self,
         fut: asyncio.Future[_T],
         opaque: int,
         code: int,
         timeout_s: float,
         frame: list[Buffer],
+        *,
         answer: int,
     ) -> asyncio.Future[_T]:
         """Enter ``fut`` as the answer to ``opaque``, write the request's ``frame``;
@@ -533,7 +535,7 @@ class Connection(asyncio.Protocol):
         prefix = _pack_prefix(4 + h + b, h) + header
         fut: asyncio.Future[RemotingCommand | SendAnswer | PullAnswer] = self._loop.create_future()
         frame: list[Buffer] = [prefix, body] if b else [prefix]
-        return self._expect(fut, opaque, code, timeout_s, frame, answer)
+        return self._expect(fut, opaque, code, timeout_s, frame, answer=answer)
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its answer (``request`` as a coroutine)."""
