@@ -144,7 +144,9 @@ def run_batched(sock: socket.socket, frames: list[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def standalone(python: str, root: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def standalone(
+    python: str, root: Path, start_timeout_s: float = 30
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port, ns_port = free_port(), free_port()
     argv = [python, "-m", "apogee", "standalone", "--listen", f"127.0.0.1:{port}",
             "--namesrv-listen", f"127.0.0.1:{ns_port}", "--store", str(root / "store"),
@@ -152,7 +154,7 @@ def standalone(python: str, root: Path) -> Iterator[tuple[subprocess.Popen[bytes
     log = (root / "out.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=root)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + start_timeout_s
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
@@ -247,6 +249,10 @@ def main() -> None:
     parser.add_argument("--sync", type=int, default=20_000, help="one-at-a-time sends per round")
     parser.add_argument("--batches", type=int, default=3_000, help="batches of 100 per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--start-timeout", type=float, default=30,
+        help="seconds the broker may take to listen (more under valgrind)",
+    )  # fmt: skip
     parser.add_argument("--py-spy", help="record the first round's broker into this file")
     parser.add_argument("--strace", help="strace -c the first round's broker into this file")
     parser.add_argument("--perf", help="perf record -g the first round's broker into this file")
@@ -254,7 +260,7 @@ def main() -> None:
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="broker_cost") as tmp,
-        standalone(args.broker_python, Path(tmp)) as (proc, port),
+        standalone(args.broker_python, Path(tmp), args.start_timeout) as (proc, port),
     ):
         create_topic(port)
         opaque = 10
