@@ -345,10 +345,13 @@ def _send_header_py(
 
 def decode_send_header(code: int, ext: ExtFields) -> SendMessageRequestHeader:
     """The send header of a SEND_MESSAGE, SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE."""
-    # straight to the decoder, with the codes as plain ints: every send comes here
-    if code == _SEND_MESSAGE:
-        return _send_header(ext, _LONG_NAMES, SendMessageRequestHeader)
-    header = _send_header(ext, _SHORT_NAMES, SendMessageRequestHeader)
+    # _send_header inlined, with the codes as plain ints: every send comes here
+    names = _LONG_NAMES if code == _SEND_MESSAGE else _SHORT_NAMES
+    header: SendMessageRequestHeader | None = None
+    if _send_kernel is not None:
+        header = _send_kernel(ext, names, SendMessageRequestHeader)
+    if header is None:
+        header = _send_header_py(ext, names, SendMessageRequestHeader)
     if code == _SEND_BATCH_MESSAGE:
         header.batch = True
     return header

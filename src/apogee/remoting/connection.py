@@ -68,7 +68,7 @@ from apogee.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, Remoting
 from apogee.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode
 from apogee.protocol.header_json import decode as json_decode
 from apogee.protocol.header_scan import PullAnswer, SendAnswer
-from apogee.remoting.dispatch import HandlerTable
+from apogee.remoting.dispatch import HandlerTable, RequestContext
 from apogee.remoting.limits import FrameBudget
 
 log = logging.getLogger(__name__)
@@ -381,12 +381,14 @@ class Connection(asyncio.Protocol):
             fut.set_result(cmd)
 
     def _on_request(self, cmd: RemotingCommand) -> None:
-        ctx = self._handlers.context(self, cmd, channel=self)
+        handlers = self._handlers
+        # HandlerTable.context inlined: this runs for every request
+        ctx = RequestContext(self, cmd, channel=self, observer=handlers.observer)
         if not self.accepting_requests:
             remark = "[REJECTREQUEST] the server is shutting down"
             ctx.respond(cmd.make_response(ResponseCode.SYSTEM_BUSY, remark))
         else:
-            self._handlers.dispatch(ctx)
+            handlers.dispatch(ctx)
 
     # -- outgoing ---------------------------------------------------------------
 
@@ -442,7 +444,7 @@ class Connection(asyncio.Protocol):
     def send_response(self, response: RemotingCommand) -> bool:
         """Write an answer; False (and logged) if the connection already closed."""
         try:
-            self._write(response)
+            self._write_frame(encode(response))  # _write inlined: every answer comes here
         except RemotingClosedError:
             log.debug("dropping response opaque %d: %s closed", response.opaque, self.peer)
             return False

@@ -265,8 +265,14 @@ class HandlerTable:
             remark = f" request type {request.code} not supported"
             ctx.respond(request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark))
             return
-        if not entry.is_async:
-            self._run_sync(entry.handler, ctx)  # type: ignore[arg-type]
+        if not entry.is_async:  # run here, not in a helper: most requests are served so
+            sync_handler: SyncHandler = entry.handler  # type: ignore[assignment]
+            try:
+                response = sync_handler(ctx, request)
+            except Exception as exc:  # any fault becomes a response
+                response = _error_response(ctx, exc)
+            if response is not None:
+                _respond(ctx, response)
             return
         group = entry.group
         handler: AsyncHandler = entry.handler  # type: ignore[assignment]
@@ -295,14 +301,6 @@ class HandlerTable:
             return False
         _respond(ctx, refusal)
         return True
-
-    def _run_sync(self, handler: SyncHandler, ctx: RequestContext) -> None:
-        try:
-            response = handler(ctx, ctx.request)
-        except Exception as exc:  # any fault becomes a response
-            response = _error_response(ctx, exc)
-        if response is not None:
-            _respond(ctx, response)
 
     async def _worker(
         self, group: HandlerGroup, handler: AsyncHandler, ctx: RequestContext

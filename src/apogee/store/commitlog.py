@@ -196,10 +196,10 @@ class CommitLog:
         #: SYNC_FLUSH writes records with pwrite instead of through the mapping
         #: (see the module docstring); readers still read the mapping
         self.write_through = config.flush_disk_type is FlushDiskType.SYNC_FLUSH and not readonly
-        #: write-through records not yet in the file: the last ``_pending_len``
+        #: write-through records not yet in the file: the last ``pending_len``
         #: bytes of the log, all in ``_pending_seg`` from ``_pending_pos`` on
         self._pending = bytearray(0 if readonly else _PENDING_BYTES)  # batches use it too
-        self._pending_len = 0
+        self.pending_len = 0
         self._pending_seg: Segment | None = None
         self._pending_pos = 0
         #: leave pending bytes for ``commit`` (an owner calls it every loop
@@ -343,7 +343,7 @@ class CommitLog:
                         _encode(self._pending, at, qid, msg.flag, qoff, phys, sys_flag,
                                 msg.born_timestamp, born, now, store, msg.reconsume_times,
                                 prepared, body, tfield, props, crc)
-                        self._pending_len = at + size
+                        self.pending_len = at + size
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(_unencodable(msg) or f"cannot encode the message: {exc}")
                 # fmt: on
@@ -361,7 +361,7 @@ class CommitLog:
                 self.handoff.append(
                     (topic, qid, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
                 )
-                if self._pending_len and not self.defer_commit:
+                if self.pending_len and not self.defer_commit:
                     self._commit_locked()
             finally:
                 # Whatever happened, the writer has left: a stamp left behind
@@ -429,7 +429,7 @@ class CommitLog:
                         at = self._pending_at(seg, pos, size)
                         _encode_derived(self._pending, at, source, queue_id, qoff, phys,
                                         sys_flag, now, prepared, tfield, properties, crc, size)
-                        self._pending_len = at + size
+                        self.pending_len = at + size
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(f"cannot encode the record: {exc}")
                 # fmt: on
@@ -444,7 +444,7 @@ class CommitLog:
                 self.handoff.append(
                     (topic, queue_id, phys, size, code, now, qoff, keys, uniq, sys_flag, prepared)
                 )
-                if self._pending_len and not self.defer_commit:
+                if self.pending_len and not self.defer_commit:
                     self._commit_locked()
             finally:
                 self._lock_begin_ms = 0
@@ -553,7 +553,7 @@ class CommitLog:
                     )  # fmt: skip
                 except _ENCODE_ERRORS as exc:  # nothing was counted: the bytes are dropped
                     return _illegal(_unencodable_batch(batch) or f"cannot encode the batch: {exc}")
-                self._pending_len = at + total
+                self.pending_len = at + total
                 if not self.defer_commit:
                     self._commit_locked()
                 seg.wrote = pos + total
@@ -672,7 +672,7 @@ class CommitLog:
 
         Starting a new run of deferred pending bytes tells ``on_pending``.
         """
-        n = self._pending_len
+        n = self.pending_len
         if n and (self._pending_seg is not seg or n + size > len(self._pending)):
             self._commit_locked()
             n = 0
@@ -691,13 +691,13 @@ class CommitLog:
         file; with ``defer_commit`` that is at the next ``commit`` (the store's
         ``dispatch_step`` makes one first), else at each append.
         """
-        if self._pending_len:
+        if self.pending_len:
             with self.put_lock:
                 self._commit_locked()
         return self.max_offset
 
     def _commit_locked(self) -> None:
-        n = self._pending_len
+        n = self.pending_len
         seg = self._pending_seg
         if n and seg is not None and not self.write_refused:
             try:
@@ -709,7 +709,7 @@ class CommitLog:
                 if self.on_write_failed is not None:
                     self.on_write_failed(reason)
                 raise StoreWriteError(reason) from exc
-            self._pending_len = 0
+            self.pending_len = 0
             self._pending_seg = None
             if self.on_committed is not None:
                 self.on_committed(seg.start + self._pending_pos + n)
@@ -717,7 +717,16 @@ class CommitLog:
     @property
     def readable_end(self) -> int:
         """End of the bytes that are in the files (the log's end but for pending bytes)."""
-        return self.queue.max_offset - self._pending_len
+        return self.queue.max_offset - self.pending_len
+
+    def readable_span(self) -> tuple[int, int]:
+        """``(min_offset, readable_end)`` in one call: the dispatcher asks for both per
+        step, and four property calls cost more than the arithmetic."""
+        segs = self.queue.segments
+        if not segs:
+            return 0, -self.pending_len
+        last = segs[-1]
+        return segs[0].start, last.start + last.wrote - self.pending_len
 
     # -- reading -------------------------------------------------------------
 
@@ -727,7 +736,7 @@ class CommitLog:
         if seg is None:
             return None
         pos = offset - seg.start
-        limit = seg.wrote - self._pending_len if seg is self._pending_seg else seg.wrote
+        limit = seg.wrote - self.pending_len if seg is self._pending_seg else seg.wrote
         if size < 0 or pos + size > limit:
             return None
         try:
@@ -745,7 +754,7 @@ class CommitLog:
         if seg is None:
             return None
         pos = offset - seg.start
-        limit = seg.wrote - self._pending_len if seg is self._pending_seg else seg.wrote
+        limit = seg.wrote - self.pending_len if seg is self._pending_seg else seg.wrote
         if pos + 4 > limit:
             return None
         try:

@@ -382,9 +382,12 @@ class FileMessageStore:
     def put(self, msg: StoreMessage) -> PutResult:
         if self._writable:
             try:
-                return self._appended(self.commit_log.append(msg))
+                result = self.commit_log.append(msg)
             except StoreWriteError as exc:
                 return self._write_failed(exc)
+            if result.status is _PUT_OK and self._wake_dispatch is None:
+                return result  # _appended's usual case, inlined: every put comes here
+            return self._appended(result)
         return self._refused()
 
     def put_derived(  # noqa: PLR0917  # the fields that change
@@ -490,7 +493,8 @@ class FileMessageStore:
     # -- steps -------------------------------------------------------------
 
     def dispatch_step(self, max_records: int = 1024) -> int:
-        self.commit()  # pending write-through bytes first: dispatch reads files
+        if self.commit_log.pending_len:  # the usual mapped append leaves none
+            self.commit()  # pending write-through bytes first: dispatch reads files
         room = (
             bool(self.disk_full_reason)
             and time.monotonic() >= self._next_room_check

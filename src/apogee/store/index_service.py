@@ -190,7 +190,8 @@ class IndexService:
 
     def _put(self, work: IndexWork) -> None:
         with self._lock:
-            self._require_open()
+            if not self._open:  # _require_open inlined: every dispatch step comes here
+                self._require_open()
             key = 0
             if self._backlog:  # what a full disk held back goes first, in log order
                 work = [*self._backlog, *work]

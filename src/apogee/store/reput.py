@@ -103,10 +103,11 @@ class Reput:
     def _take(self, taken: list[DispatchEntry], max_records: int) -> int:
         """The consume-queue part of :meth:`step`; ``taken`` collects the records."""
         handoff = self.commit_log.handoff
-        limit = self.commit_log.readable_end  # pending write-through bytes wait
+        # limit: pending write-through bytes wait
+        oldest, limit = self.commit_log.readable_span()
         # A slave's log begins where its master's last file did, or retention
         # removed what was never dispatched: carry on from the oldest byte.
-        self.reput_from = max(self.reput_from, self.commit_log.min_offset)
+        self.reput_from = max(self.reput_from, oldest)
         cursor = self.reput_from
         done = 0
         while done < max_records:

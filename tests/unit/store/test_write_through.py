@@ -82,10 +82,12 @@ def test_deferred_bytes_are_invisible_until_commit(tmp_path: Path) -> None:
     log.on_committed = committed.append
     log.on_pending = lambda: pending.append(log.max_offset)
     log.defer_commit = True
+    assert log.readable_span() == (0, 0)  # no file yet
     first = log.append(message(body=b"one"))
     second = log.append(message(body=b"two"))
     assert pending == [0]  # once per commit turn, at the first pending bytes
     assert log.readable_end == 0 and log.max_offset == second.end_offset
+    assert log.readable_span() == (log.min_offset, log.readable_end) == (0, 0)
     assert log.read(first.wrote_offset, first.wrote_bytes) is None  # not in the file yet
     assert log.commit() == second.end_offset
     assert committed == [second.end_offset]
@@ -109,7 +111,9 @@ def test_a_roll_commits_the_old_file_first(tmp_path: Path) -> None:
         log.append(message(body=bytes(300)))
     assert committed and committed[-1] <= 4096  # the first file was written out at the roll
     assert log.readable_end == log.queue.segments[1].start
+    assert log.readable_span() == (log.min_offset, log.readable_end)
     log.commit()
+    assert log.readable_span() == (0, log.max_offset) and log.max_offset > 4096
     mapped = open_log(tmp_path / "cmp", FlushDiskType.ASYNC_FLUSH)
     while len(mapped.queue.segments) < 2:
         mapped.append(message(body=bytes(300)))

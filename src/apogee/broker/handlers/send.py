@@ -227,7 +227,9 @@ class SendHandler:
         kind: str | None = None  # the traffic label, when the properties do not tell it
         try:
             config = self._ready.get(header.topic) or self._check_topic(header)
-            queue_id = self._queue_id(header, config, ctx)
+            queue_id = header.queue_id
+            if not 0 <= queue_id < config.write_queue_nums:  # else a queue it names
+                queue_id = self._queue_id(header, config, ctx)
             if header.batch and transaction_type(header.sys_flag) == TRANSACTION_PREPARED_TYPE:
                 result = self._put_half_batch(ctx, request, header, queue_id)
                 kind = TRANSACTION
@@ -305,9 +307,6 @@ class SendHandler:
 
     # -- putting -----------------------------------------------------------------
 
-    def _born_host(self, ctx: RequestContext) -> HostPort:
-        return ctx.responder.peer_address
-
     def _properties(self, header: SendMessageRequestHeader) -> str:
         props = header.properties or ""
         if props and not props.endswith("\x02"):
@@ -342,7 +341,7 @@ class SendHandler:
             body = request.body_bytes()
         msg = StoreMessage(
             topic, store_qid, body, props, header.flag, header.sys_flag, header.born_timestamp,
-            self._born_host(ctx), self._store_host, header.reconsume_times or 0,
+            ctx.responder.peer_address, self._store_host, header.reconsume_times or 0,
         )  # fmt: skip
         result = self._store.put(msg)
         if dead is not None and result.status.is_stored and self._traffic is not None:
@@ -365,7 +364,7 @@ class SendHandler:
             )
         real = StoreMessage(
             header.topic, queue_id, request.body_bytes(), self._properties(header), header.flag,
-            header.sys_flag, header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.sys_flag, header.born_timestamp, ctx.responder.peer_address, self._store_host,
             header.reconsume_times or 0,
         )  # fmt: skip
         result = self._store.put(half_message(real))
@@ -421,7 +420,7 @@ class SendHandler:
         _, sys_flag, items = self._batch_body(request, header)
         return StoreBatch(
             header.topic, queue_id, items, self._properties(header), sys_flag,
-            header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.born_timestamp, ctx.responder.peer_address, self._store_host,
             header.reconsume_times or 0,
         )  # fmt: skip
 
@@ -466,7 +465,7 @@ class SendHandler:
             raise _RefusedError(ResponseCode.MESSAGE_ILLEGAL, problem)
         real = StoreMessage(
             header.topic, queue_id, body, self._properties(header), header.flag, sys_flag,
-            header.born_timestamp, self._born_host(ctx), self._store_host,
+            header.born_timestamp, ctx.responder.peer_address, self._store_host,
             header.reconsume_times or 0,
         )  # fmt: skip
         result = self._store.put(batch_half(real, len(items), header.producer_group))
