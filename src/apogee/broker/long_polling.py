@@ -65,7 +65,7 @@ import math
 import operator
 from collections import deque
 from collections.abc import Callable
-from typing import Final, cast
+from typing import Final
 
 from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import new_command
@@ -267,7 +267,7 @@ class PullHoldService:
         raw = self._records.pop(seq, None)
         if raw is None:
             return None
-        record = cast(Record, marshal.loads(raw))
+        record: Record = marshal.loads(raw)  # annotated, not cast: a call fewer per pull
         key = (record[_TOPIC], record[_QUEUE])
         waiting = self._held[key]
         del waiting[seq]

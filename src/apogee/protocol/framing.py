@@ -71,8 +71,13 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
         b = len(body) if type(body) is bytes else memoryview(body).nbytes
         head = _pack_prefix(4 + h + b, (kind << 24) | h) + header
         return [head, body] if b else [head]
-    buffers = [part for part in body if len(part)]
-    b = sum(memoryview(part).nbytes for part in buffers)
+    # a loop, not a comprehension and a generator: two frames fewer per pull answer
+    buffers: list[Buffer] = []
+    b = 0
+    for part in body:
+        if len(part):
+            buffers.append(part)
+            b += memoryview(part).nbytes
     head = _pack_prefix(4 + h + b, (kind << 24) | h) + header
     return [head, *buffers]
 

@@ -62,7 +62,7 @@ from apogee.model.client import MessageModel
 from apogee.model.filter import SqlFilter
 from apogee.model.group import SubscriptionGroupConfig
 from apogee.model.message import PROPERTY_TAGS, property_value
-from apogee.model.route import MASTER_ID, readable
+from apogee.model.route import MASTER_ID, PERM_READ
 from apogee.model.subscription import EXPRESSION_SQL92, SubscriptionData, is_tag_type
 from apogee.model.topic import RETRY_GROUP_TOPIC_PREFIX
 from apogee.protocol.command import RemotingCommand
@@ -193,15 +193,15 @@ class PullHandler:
         tag_coded = sql is None and not (sub.is_all or sub.class_filter_mode)
         codes = sub.code_lookup if tag_coded else None
         result = self._read(header, header.queue_offset, codes)
-        if result.message_count:
+        count = result.message_count  # a property: read once, again only after a filter
+        if count:
             test = self._record_test(header, sub, sql, tag_coded)
             if test is not None:
                 _keep(result, test)
                 if sql is not None:
                     self._read_on(header, codes, test, result)
-        code = pull_code(
-            result.status, header.queue_offset, result.message_count > 0, self._settings.is_slave
-        )
+                count = result.message_count
+        code = pull_code(result.status, header.queue_offset, count > 0, self._settings.is_slave)
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
@@ -232,11 +232,10 @@ class PullHandler:
             )
         if code == ResponseCode.SUCCESS:
             if self._count_found is not None:
-                self._count_found(
-                    header.consumer_group, header.topic, result.message_count, result.total_bytes
-                )
-            return request.make_response(code, result.status.value, ext, result.body)
-        return request.make_response(code, result.status.value, ext)
+                self._count_found(header.consumer_group, header.topic, count, result.total_bytes)
+            # _value_, not .value: Enum.value is a Python-level descriptor, read per pull
+            return request.make_response(code, result.status._value_, ext, result.body)
+        return request.make_response(code, result.status._value_, ext)
 
     def _not_read_here(
         self, request: RemotingCommand, header: PullMessageRequestHeader
@@ -330,7 +329,7 @@ class PullHandler:
 
     def _check(self, header: PullMessageRequestHeader) -> SubscriptionGroupConfig:
         settings = self._settings
-        if not settings.permission.readable:
+        if not settings.permission.value & PERM_READ:  # not the properties: every pull
             raise _RefusedError(ResponseCode.NO_PERMISSION, "the broker is not readable")
         group = self._groups.find_or_create(header.consumer_group)
         if group is None:
@@ -348,7 +347,7 @@ class PullHandler:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"topic[{header.topic}] not exist, apply first please!",
             )
-        if not readable(topic.perm):
+        if not topic.perm & PERM_READ:
             raise _RefusedError(
                 ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] is not readable"
             )
