@@ -18,8 +18,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeAlias
 
 from apogee.codes import CURRENT_VERSION, LanguageCode, ResponseCode, SerializeType
 
@@ -214,3 +214,71 @@ def response_serialize_type(request: RemotingCommand) -> SerializeType:
     if request.language == LanguageCode.CPP:
         return SerializeType.JSON
     return request.serialize_type
+
+
+_EXT_SLOT: Any = RemotingCommand.__dict__["ext_fields"]
+
+
+class LazyExtCommand(RemotingCommand):
+    """A request whose ext fields are read from its frame on first use.
+
+    ``header_scan.decode_frame`` makes one for a SEND_MESSAGE_V2 whose ext-field
+    object it checked (``plain_ext``) and left unread: the send handler reads the
+    header straight from the frame (``header_scan.send_header_v2``, with the
+    positions ``fields`` noted), so a send builds no ext-field dict; whatever asks
+    for ``ext_fields`` (an ACL check, a header that reader declines) gets the dict
+    an eager decode makes, read then by ``read_ext``.
+    """
+
+    __slots__ = ("ext_at", "ext_end", "fields", "frame")
+
+    frame: bytes
+    ext_at: int
+    ext_end: int
+    fields: object
+    #: the ext-field dict of ``frame[ext_at:ext_end]`` (set by ``header_scan``)
+    read_ext: ClassVar[Callable[[bytes, int, int], dict[str, str]]]
+
+    @property
+    def ext_fields(self) -> dict[str, str]:
+        try:
+            ext: dict[str, str] = _EXT_SLOT.__get__(self, LazyExtCommand)
+        except AttributeError:
+            ext = LazyExtCommand.read_ext(self.frame, self.ext_at, self.ext_end)
+            _EXT_SLOT.__set__(self, ext)
+        return ext
+
+    @ext_fields.setter
+    def ext_fields(self, value: dict[str, str]) -> None:
+        _EXT_SLOT.__set__(self, value)
+
+
+def new_lazy_command(  # noqa: PLR0917
+    code: int,
+    language: LanguageCode,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    body: Body,
+    frame: bytes,
+    ext_at: int,
+    ext_end: int,
+    fields: object,
+) -> LazyExtCommand:
+    """A ``LazyExtCommand`` with every field given (``header_scan``, per send); plain
+    Python so that its slot stores are the interpreter's specialised ones."""
+    cmd: LazyExtCommand = _new(LazyExtCommand)
+    cmd.code = code
+    cmd.language = language
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.body = body
+    cmd.serialize_type = SerializeType.JSON
+    cmd.frame = frame
+    cmd.ext_at = ext_at
+    cmd.ext_end = ext_end
+    cmd.fields = fields
+    return cmd

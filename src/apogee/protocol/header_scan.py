@@ -14,7 +14,11 @@ with its dict route, so that every result and every error is the dict
 route's. Also :func:`send_answer` and :func:`pull_answer`: the fields of a
 send's or a pull's answer that its result needs, read without a command or a
 dict (a client connection's whole answers to one-by-one sends and to a
-consumer's pulls), None wherever the full decode might differ.
+consumer's pulls), None wherever the full decode might differ. And a
+SEND_MESSAGE_V2's ext fields left unread by :func:`decode_frame`
+(``command.LazyExtCommand``, when every key and value is a string that reads
+back the same): :func:`send_header_v2` reads the send header from the frame
+where the scan noted each field, so a broker's send builds no ext-field dict.
 
 Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
 is False and ``header_json`` never calls in (``orjson``'s dict route is faster
@@ -28,7 +32,7 @@ from typing import Any
 import cython
 
 from apogee.codes import LanguageCode, SerializeType
-from apogee.protocol.command import RemotingCommand, new_command
+from apogee.protocol.command import LazyExtCommand, RemotingCommand, new_command, new_lazy_command
 
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import get32, put32, same_at
@@ -71,6 +75,8 @@ _FIELD_OTHER = cython.declare(cython.int, 8)
 
 # What ``_Scanner.fields`` reads: a command, a send's answer or a pull's answer.
 _COMMAND = cython.declare(cython.int, 0)
+# The request whose ext fields ``decode_frame`` may leave unread (``command.LazyExtCommand``).
+_SEND_MESSAGE_V2 = cython.declare(cython.longlong, 310)
 _SEND = cython.declare(cython.int, 1)
 _PULL = cython.declare(cython.int, 2)
 
@@ -109,6 +115,146 @@ def _hex(c: cython.uchar) -> cython.int:
     return -1
 
 
+# SEND_MESSAGE_V2's one-letter names in field order (``headers._SHORT_NAMES``):
+# a..k, then m (batch) before l (maxReconsumeTimes), then n
+_V2_FIELDS = cython.declare(cython.int, 14)
+_V2_REQUIRED = cython.declare(cython.uint, 0xFF)  # a..h: groups, topics and numbers
+_V2_NUMBERS = cython.declare(cython.uint, 0x1EF8)  # d..h, j..m: numbers and booleans
+
+
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _v2_index(c: cython.uchar) -> cython.int:
+    """The field number of the one-letter key ``c``; -1 for any other key."""
+    if c == 0x6C:  # l
+        return 12
+    if c == 0x6D:  # m
+        return 11
+    if 0x61 <= c <= 0x6E:  # a-n
+        return c - 0x61
+    return -1
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _raw_digits(
+    p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t, out: cython.p_longlong
+) -> cython.bint:
+    """``-?[0-9]{1,18}`` in ``p[start:end]`` into ``out[0]``, as ``header_kernels``
+    reads a number from its string; False if not that."""
+    i: cython.Py_ssize_t = start
+    negative: cython.bint = i < end and p[i] == 0x2D  # -
+    if negative:
+        i += 1
+    if end - i < 1 or end - i > 18:
+        return False
+    value: cython.longlong = 0
+    while i < end:
+        c: cython.uchar = p[i]
+        if c < 0x30 or c > 0x39:
+            return False
+        value = value * 10 + (c - 0x30)
+        i += 1
+    out[0] = -value if negative else value
+    return True
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _raw_bool(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+    """An optional boolean's spelling: 1, 0 (also when empty) or -1 for any other."""
+    n: cython.Py_ssize_t = end - start
+    if n == 0 or (n == 5 and same_at(p, start, b"false", 5)) or (n == 1 and p[start] == 0x30):
+        return 0
+    if (n == 4 and same_at(p, start, b"true", 4)) or (n == 1 and p[start] == 0x31):
+        return 1
+    return -1
+
+
+@cython.final
+@cython.cclass
+class _V2Fields:
+    """Where each of SEND_MESSAGE_V2's fields lies in a frame, and its number."""
+
+    p: cython.p_uchar
+    #: per field (by number, a..n): where its value starts and ends in ``p``, and
+    #: the number read from it; one allocation of three arrays of 14
+    starts: cython.p_longlong
+    ends: cython.p_longlong
+    numbers: cython.p_longlong
+    seen: cython.uint
+    escaped: cython.uint  # values with escapes: only strings may have them
+    #: False once a key was not one of a..n, or came twice: the checked decode reads it
+    usable: cython.bint
+
+    def __cinit__(self) -> None:
+        self.usable = True
+        block = cython.cast(cython.p_longlong, malloc(3 * _V2_FIELDS * 8))
+        if block == cython.NULL:
+            raise MemoryError
+        self.starts = block
+        self.ends = block + _V2_FIELDS
+        self.numbers = block + 2 * _V2_FIELDS
+
+    def __dealloc__(self) -> None:
+        free(self.starts)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def number(self, k: cython.int, java_int: cython.bint) -> cython.bint:
+        """Field ``k`` read into ``numbers[k]`` as ``header_kernels`` reads it; False
+        where that declines."""
+        if not _raw_digits(self.p, self.starts[k], self.ends[k], self.numbers + k):
+            return False
+        return not java_int or _I32_MIN <= self.numbers[k] <= _I32_MAX
+
+    @cython.cfunc
+    def optional(self, k: cython.int) -> object:
+        """An optional Java int: None when missing or empty, ``self`` to decline."""
+        if not self.seen & (1 << k) or self.ends[k] == self.starts[k]:
+            return None
+        return self.numbers[k] if self.number(k, True) else self
+
+    @cython.cfunc
+    def text(self, k: cython.int) -> object:
+        """A string value, its escapes undone (``plain_ext`` checked both)."""
+        p: cython.p_uchar = self.p
+        if self.escaped & (1 << k):
+            return _unescape(p, self.starts[k], self.ends[k])
+        return _utf8(p, self.starts[k], self.ends[k])
+
+    @cython.cfunc
+    def header(self, cls: type[Any]) -> object:
+        """The header, or None where ``header_kernels.send_header`` might read otherwise."""
+        if self.seen & _V2_REQUIRED != _V2_REQUIRED or self.escaped & _V2_NUMBERS:
+            return None
+        for k in (3, 4, 5, 7):  # d, e, f, h: Java ints
+            if not self.number(k, True):
+                return None
+        if not self.number(6, False):  # g: bornTimestamp, a long
+            return None
+        reconsume = self.optional(9)
+        max_reconsume = self.optional(12)
+        unit: cython.int = (
+            _raw_bool(self.p, self.starts[10], self.ends[10]) if self.seen & 0x400 else 0
+        )
+        batch: cython.int = (
+            _raw_bool(self.p, self.starts[11], self.ends[11]) if self.seen & 0x800 else 0
+        )
+        if reconsume is self or max_reconsume is self or unit < 0 or batch < 0:
+            return None
+        has_name: cython.bint = (self.seen & 0x2000) != 0 and self.ends[13] > self.starts[13]
+        # the class's own __init__, positionally: its slot stores are the interpreter's
+        # specialised ones, cheaper than fourteen generic setattr calls from here
+        return cls(
+            self.text(0), self.text(1), self.text(2), self.numbers[3], self.numbers[4],
+            self.numbers[5], self.numbers[6], self.numbers[7],
+            self.text(8) if self.seen & 0x100 else None, reconsume, unit == 1, batch == 1,
+            max_reconsume, self.text(13) if has_name else None,
+        )  # fmt: skip
+
+
 @cython.final
 @cython.cclass
 class _Scanner:
@@ -134,6 +280,14 @@ class _Scanner:
     remark: Any
     language: object
     ext: Any
+    #: ``command`` may leave a SEND_MESSAGE_V2's ext fields unread (``decode_frame``:
+    #: the frame's bytes outlive the command); ``lazy`` when it did, with their
+    #: object's range in the header
+    may_defer: cython.bint
+    lazy: cython.bint
+    ext_at: cython.Py_ssize_t
+    ext_end: cython.Py_ssize_t
+    v2: _V2Fields
     #: what ``send_field`` picked out of a send answer's ext fields (-1: absent)
     msg_id: Any
     transaction_id: Any
@@ -297,6 +451,67 @@ class _Scanner:
 
     @cython.cfunc
     @cython.exceptval(check=False)
+    def plain_string(self) -> cython.bint:
+        """At a '"': step over a string that ``string`` reads; False if it would not.
+
+        Its bytes are UTF-8 and its escapes good (``_valid_escapes``): an escape
+        stands for valid UTF-8 and never joins the bytes around it, so that is
+        exactly when ``_unescape`` reads it."""
+        end: cython.Py_ssize_t = self.string_end()
+        if end < 0 or not _valid_utf8(self.p, self.key_at, end):
+            return False
+        if self.key_len < 0 and not _valid_escapes(self.p, self.key_at, end):
+            return False
+        self.i = end + 1
+        return True
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def plain_ext(self) -> cython.bint:
+        """Step over the ext-field object at the position when every key and value in
+        it is a plain string (``plain_string``), noting its range (``lazy``) and
+        where SEND_MESSAGE_V2's fields lie in it (``v2``); else False, the position
+        unchanged. Such an object is one ``ext_fields`` reads into the same dict
+        whenever asked, so reading it can wait."""
+        start: cython.Py_ssize_t = self.i
+        self.i += 1  # {
+        c: cython.uchar = self.ws()
+        if c == 0x7D:  # }
+            self.i = start
+            return False  # nothing to defer
+        v2: _V2Fields = _V2Fields.__new__(_V2Fields)
+        v2.p = self.p
+        k: cython.int
+        while c == 0x22:
+            if not self.plain_string() or not self.expect(0x3A) or self.ws() != 0x22:
+                break
+            k = _v2_index(self.p[self.key_at]) if self.key_len == 1 else -1
+            if k < 0 or v2.seen & (1 << k):
+                v2.usable = False  # the checked decode reads this one
+                k = 0
+            v2.seen |= 1 << k
+            if not self.plain_string():
+                break
+            v2.starts[k] = self.key_at
+            v2.ends[k] = self.i - 1
+            if self.key_len < 0:
+                v2.escaped |= 1 << k
+            c = self.ws()
+            self.i += 1
+            if c == 0x7D:
+                self.lazy = True
+                self.ext_at = start
+                self.ext_end = self.i
+                self.v2 = v2
+                return True
+            if c != 0x2C:  # ,
+                break
+            c = self.ws()
+        self.i = start
+        return False
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
     def skip_value(self) -> cython.bint:
         """Step over the value of an ignored key; False unless it is a plain scalar."""
         c: cython.uchar = self.ws()
@@ -347,10 +562,20 @@ class _Scanner:
                     if c != 0x7B or self.has_ext or not self.answer_ext(answer):
                         return False
                 elif c == 0x7B:
-                    self.ext = self.ext_fields()
-                    if self.ext is None:
-                        return False
+                    self.lazy = False  # a second object replaces the first
+                    if (
+                        self.may_defer
+                        and self.has_code
+                        and self.code == _SEND_MESSAGE_V2
+                        and self.plain_ext()
+                    ):
+                        self.ext = None  # read when asked for (LazyExtCommand)
+                    else:
+                        self.ext = self.ext_fields()
+                        if self.ext is None:
+                            return False
                 elif self.word(b"null", 4):
+                    self.lazy = False
                     self.ext = {}
                 else:
                     return False
@@ -479,8 +704,10 @@ class _Scanner:
         return -1 if value < 0 else 1
 
     @cython.cfunc
-    def command(self, body: Any) -> object:
-        """The command of the whole header; None to give up."""
+    def command(self, body: Any, frame: Any = None) -> object:
+        """The command of the whole header; None to give up. ``frame``: the bytes the
+        header lies in, 8 bytes on (``decode_frame``), kept by a command whose ext
+        fields were left unread."""
         if not self.fields(_COMMAND):
             return None
         language = self.language
@@ -491,6 +718,11 @@ class _Scanner:
             if known is None:  # a number or an unknown name: the dict route's quirks decide
                 return None
             lang = known
+        if self.lazy:
+            return new_lazy_command(
+                self.code, lang, self.version, self.opaque, self.flag, self.remark, body,
+                frame, self.ext_at + 8, self.ext_end + 8, self.v2,
+            )  # fmt: skip
         ext = self.ext
         return new_command(
             self.code,
@@ -507,6 +739,38 @@ class _Scanner:
 
 def _without_nulls(ext: dict[str, str | None]) -> dict[str, str]:
     return {key: value for key, value in ext.items() if value is not None}
+
+
+# -- a send's ext fields, read when asked for ------------------------------------
+
+
+def _ext_of(frame: bytes, at: cython.Py_ssize_t, end: cython.Py_ssize_t) -> dict[str, str]:
+    """The ext-field dict of the object at ``frame[at:end]`` (checked by ``plain_ext``)."""
+    scanner: _Scanner = _Scanner.__new__(_Scanner)
+    scanner.p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(frame))
+    scanner.n = end
+    scanner.i = at
+    ext: Any = scanner.ext_fields()
+    if ext is None:  # plain_ext took it: cannot happen
+        raise RuntimeError("ext fields checked at decode are unreadable")
+    return ext  # type: ignore[no-any-return]
+
+
+def send_header_v2(cmd: object, cls: type[Any]) -> Any:
+    """The send header of a ``LazyExtCommand``, read from its frame where
+    ``plain_ext`` noted its fields, as ``header_kernels.send_header`` reads them; None
+    for any other command and wherever that kernel or the checked path might read
+    otherwise (a key that is not one of a..n, a key twice, a number or a boolean
+    that kernel declines), so that the caller decodes ``cmd.ext_fields`` as before."""
+    if not cython.compiled or type(cmd) is not LazyExtCommand:
+        return None
+    fields: _V2Fields = cmd.fields  # type: ignore[assignment]  # plain_ext made it
+    if not fields.usable:
+        return None
+    return fields.header(cls)
+
+
+LazyExtCommand.read_ext = _ext_of
 
 
 @cython.cfunc
@@ -572,6 +836,39 @@ def _u4(p: cython.p_uchar, at: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cyt
     if a < 0 or b < 0 or c < 0 or d < 0:
         return -1
     return (a << 12) | (b << 8) | (c << 4) | d
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _valid_escapes(
+    p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t
+) -> cython.bint:
+    """Whether every escape in ``p[start:end]`` is one ``_unescape`` undoes (the same
+    walk, without writing)."""
+    i: cython.Py_ssize_t = start
+    u: cython.int
+    while i < end:
+        if p[i] != 0x5C:
+            i += 1
+            continue
+        c: cython.uchar = p[i + 1]
+        i += 2
+        if c == 0x75:  # u
+            u = _u4(p, i, end)
+            if u < 0:
+                return False
+            i += 4
+            if 0xD800 <= u <= 0xDBFF:
+                if end - i < 6 or p[i] != 0x5C or p[i + 1] != 0x75:
+                    return False
+                if not 0xDC00 <= _u4(p, i + 2, end) <= 0xDFFF:
+                    return False
+                i += 6
+            elif 0xDC00 <= u <= 0xDFFF:
+                return False
+        elif c not in b'"\\/ntrbf':
+            return False
+    return True
 
 
 @cython.cfunc
@@ -668,7 +965,8 @@ def decode_frame(data: object, max_frame_bytes: cython.Py_ssize_t) -> RemotingCo
     scanner: _Scanner = _Scanner.__new__(_Scanner)
     scanner.p = p + 8
     scanner.n = h
-    return scanner.command(body)  # type: ignore[return-value]  # a command or None
+    scanner.may_defer = True  # data is immutable bytes: the command may keep it
+    return scanner.command(body, data)  # type: ignore[return-value]  # a command or None
 
 
 def decode(header: object, body: Any) -> RemotingCommand | None:

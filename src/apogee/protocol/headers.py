@@ -30,7 +30,8 @@ from typing import Any, TypeVar, get_type_hints
 
 from apogee.codes import RequestCode
 from apogee.errors import HeaderFieldError
-from apogee.protocol import header_kernels
+from apogee.protocol import header_kernels, header_scan
+from apogee.protocol.command import RemotingCommand
 
 ExtFields = dict[str, str]
 H = TypeVar("H", bound="ExtHeader")
@@ -341,6 +342,21 @@ def _send_header_py(
         opt_int(ext, names[12], bits=32),
         ext.get(names[13]) or None,
     )
+
+
+# A SEND_MESSAGE_V2 that ``header_scan.decode_frame`` left with its ext fields unread.
+_lazy_send = header_scan.send_header_v2 if header_scan.COMPILED else None
+
+
+def decode_send_request(request: RemotingCommand) -> SendMessageRequestHeader:
+    """The send header of a SEND_MESSAGE, SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE request:
+    read from its frame when ``decode_frame`` left its ext fields unread and the reader
+    there takes it, else decoded from ``request.ext_fields``."""
+    if _lazy_send is not None:
+        header: SendMessageRequestHeader | None = _lazy_send(request, SendMessageRequestHeader)
+        if header is not None:
+            return header
+    return decode_send_header(request.code, request.ext_fields)
 
 
 def decode_send_header(code: int, ext: ExtFields) -> SendMessageRequestHeader:

@@ -83,7 +83,7 @@ from apogee.model.topic import (
     validate_topic,
 )
 from apogee.protocol.command import RemotingCommand
-from apogee.protocol.headers import SendMessageRequestHeader, decode_send_header
+from apogee.protocol.headers import SendMessageRequestHeader, decode_send_request
 from apogee.remoting.dispatch import RequestContext, ResponseBatch
 from apogee.store.config import FlushDiskType
 from apogee.store.interface import MessageStore
@@ -221,7 +221,7 @@ class SendHandler:
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if self._settings.is_slave:
             return request.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
-        header = decode_send_header(request.code, request.ext_fields)
+        header = decode_send_request(request)
         props = header.properties or ""
         tx_id: str | None = None
         kind: str | None = None  # the traffic label, when the properties do not tell it
