@@ -15,10 +15,11 @@ route's. Also :func:`send_answer` and :func:`pull_answer`: the fields of a
 send's or a pull's answer that its result needs, read without a command or a
 dict (a client connection's whole answers to one-by-one sends and to a
 consumer's pulls), None wherever the full decode might differ. And a
-SEND_MESSAGE_V2's ext fields left unread by :func:`decode_frame`
-(``command.LazyExtCommand``, when every key and value is a string that reads
-back the same): :func:`send_header_v2` reads the send header from the frame
-where the scan noted each field, so a broker's send builds no ext-field dict.
+SEND_MESSAGE_V2's or a PULL_MESSAGE's ext fields left unread by
+:func:`decode_frame` (``command.LazyExtCommand``, when every key and value is a
+string that reads back the same): :func:`send_header_v2` and
+:func:`pull_header_lazy` read the header from the frame where the scan noted
+each field, so a broker's send or pull builds no ext-field dict.
 
 Compiled only (the first line; ``setup.py``): interpreted, :data:`COMPILED`
 is False and ``header_json`` never calls in (``orjson``'s dict route is faster
@@ -73,12 +74,14 @@ _FIELD_REMARK = cython.declare(cython.int, 6)
 _FIELD_VERSION = cython.declare(cython.int, 7)
 _FIELD_OTHER = cython.declare(cython.int, 8)
 
-# What ``_Scanner.fields`` reads: a command, a send's answer or a pull's answer.
+# What ``_Scanner.fields`` reads: a command, a send's answer or a pull's answer; and
+# the kind of request whose ext fields ``decode_frame`` may leave unread
+# (``command.LazyExtCommand``): a send (SEND_MESSAGE_V2) or a pull (PULL_MESSAGE).
 _COMMAND = cython.declare(cython.int, 0)
-# The request whose ext fields ``decode_frame`` may leave unread (``command.LazyExtCommand``).
-_SEND_MESSAGE_V2 = cython.declare(cython.longlong, 310)
 _SEND = cython.declare(cython.int, 1)
 _PULL = cython.declare(cython.int, 2)
+_SEND_MESSAGE_V2 = cython.declare(cython.longlong, 310)
+_PULL_MESSAGE = cython.declare(cython.longlong, 11)
 
 
 @cython.cfunc
@@ -115,11 +118,47 @@ def _hex(c: cython.uchar) -> cython.int:
     return -1
 
 
+# The headers whose ext fields ``decode_frame`` may leave unread (``_ExtFields``,
+# of kind _SEND or _PULL) have at most this many fields
+_MAX_FIELDS = cython.declare(cython.int, 14)
 # SEND_MESSAGE_V2's one-letter names in field order (``headers._SHORT_NAMES``):
 # a..k, then m (batch) before l (maxReconsumeTimes), then n
-_V2_FIELDS = cython.declare(cython.int, 14)
 _V2_REQUIRED = cython.declare(cython.uint, 0xFF)  # a..h: groups, topics and numbers
 _V2_NUMBERS = cython.declare(cython.uint, 0x1EF8)  # d..h, j..m: numbers and booleans
+# PULL_MESSAGE's names in the header's field order (``headers.PullMessageRequestHeader``)
+_PULL_REQUIRED = cython.declare(cython.uint, 0x1FF)  # consumerGroup .. subVersion
+_PULL_NUMBERS = cython.declare(cython.uint, 0x9FC)  # queueId .. subVersion, maxMsgBytes
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _pull_index(p: cython.p_uchar, at: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.int:
+    """The field number of the pull header's key ``p[at:at + n]``; -1 for any other."""
+    if n == 5:
+        return 1 if same_at(p, at, b"topic", 5) else -1
+    if n == 7:
+        if same_at(p, at, b"queueId", 7):
+            return 2
+        return 5 if same_at(p, at, b"sysFlag", 7) else -1
+    if n == 10:
+        if same_at(p, at, b"maxMsgNums", 10):
+            return 4
+        return 8 if same_at(p, at, b"subVersion", 10) else -1
+    if n == 11:
+        if same_at(p, at, b"queueOffset", 11):
+            return 3
+        return 11 if same_at(p, at, b"maxMsgBytes", 11) else -1
+    if n == 12:
+        if same_at(p, at, b"commitOffset", 12):
+            return 6
+        return 9 if same_at(p, at, b"subscription", 12) else -1
+    if n == 13:
+        return 0 if same_at(p, at, b"consumerGroup", 13) else -1
+    if n == 14:
+        return 10 if same_at(p, at, b"expressionType", 14) else -1
+    if n == 20:
+        return 7 if same_at(p, at, b"suspendTimeoutMillis", 20) else -1
+    return -1
 
 
 @cython.cfunc
@@ -174,28 +213,31 @@ def _raw_bool(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_
 
 @cython.final
 @cython.cclass
-class _V2Fields:
-    """Where each of SEND_MESSAGE_V2's fields lies in a frame, and its number."""
+class _ExtFields:
+    """Where each field of a send's (SEND_MESSAGE_V2) or a pull's header lies in a
+    frame, and its number."""
 
     p: cython.p_uchar
-    #: per field (by number, a..n): where its value starts and ends in ``p``, and
-    #: the number read from it; one allocation of three arrays of 14
+    kind: cython.int  # _SEND or _PULL
+    #: per field (by its number in the header): where its value starts and ends in
+    #: ``p``, and the number read from it; one allocation of three arrays of 14
     starts: cython.p_longlong
     ends: cython.p_longlong
     numbers: cython.p_longlong
     seen: cython.uint
     escaped: cython.uint  # values with escapes: only strings may have them
-    #: False once a key was not one of a..n, or came twice: the checked decode reads it
+    #: False once a key had escapes or one of the header's came twice: the checked
+    #: decode reads it then (any other key is left out, as the kernels leave it)
     usable: cython.bint
 
     def __cinit__(self) -> None:
         self.usable = True
-        block = cython.cast(cython.p_longlong, malloc(3 * _V2_FIELDS * 8))
+        block = cython.cast(cython.p_longlong, malloc(3 * _MAX_FIELDS * 8))
         if block == cython.NULL:
             raise MemoryError
         self.starts = block
-        self.ends = block + _V2_FIELDS
-        self.numbers = block + 2 * _V2_FIELDS
+        self.ends = block + _MAX_FIELDS
+        self.numbers = block + 2 * _MAX_FIELDS
 
     def __dealloc__(self) -> None:
         free(self.starts)
@@ -225,8 +267,32 @@ class _V2Fields:
         return _utf8(p, self.starts[k], self.ends[k])
 
     @cython.cfunc
+    def pull_header(self, cls: type[Any]) -> object:
+        """The pull header, or None where ``header_kernels.pull_header`` might read
+        otherwise."""
+        if self.seen & _PULL_REQUIRED != _PULL_REQUIRED or self.escaped & _PULL_NUMBERS:
+            return None
+        for k in (2, 4, 5):  # queueId, maxMsgNums, sysFlag: Java ints
+            if not self.number(k, True):
+                return None
+        for k in (3, 6, 7, 8):  # queueOffset, commitOffset, suspendTimeoutMillis, subVersion
+            if not self.number(k, False):
+                return None
+        max_bytes = self.optional(11)
+        if max_bytes is self:
+            return None
+        has_type: cython.bint = (self.seen & 0x400) != 0 and self.ends[10] > self.starts[10]
+        return cls(
+            self.text(0), self.text(1), self.numbers[2], self.numbers[3], self.numbers[4],
+            self.numbers[5], self.numbers[6], self.numbers[7], self.numbers[8],
+            self.text(9) if self.seen & 0x200 else None,
+            self.text(10) if has_type else None, max_bytes,
+        )  # fmt: skip
+
+    @cython.cfunc
     def header(self, cls: type[Any]) -> object:
-        """The header, or None where ``header_kernels.send_header`` might read otherwise."""
+        """The send header, or None where ``header_kernels.send_header`` might read
+        otherwise."""
         if self.seen & _V2_REQUIRED != _V2_REQUIRED or self.escaped & _V2_NUMBERS:
             return None
         for k in (3, 4, 5, 7):  # d, e, f, h: Java ints
@@ -287,7 +353,7 @@ class _Scanner:
     lazy: cython.bint
     ext_at: cython.Py_ssize_t
     ext_end: cython.Py_ssize_t
-    v2: _V2Fields
+    v2: _ExtFields
     #: what ``send_field`` picked out of a send answer's ext fields (-1: absent)
     msg_id: Any
     transaction_id: Any
@@ -467,10 +533,10 @@ class _Scanner:
 
     @cython.cfunc
     @cython.exceptval(check=False)
-    def plain_ext(self) -> cython.bint:
+    def plain_ext(self, kind: cython.int) -> cython.bint:
         """Step over the ext-field object at the position when every key and value in
         it is a plain string (``plain_string``), noting its range (``lazy``) and
-        where SEND_MESSAGE_V2's fields lie in it (``v2``); else False, the position
+        where the ``kind`` of header's fields lie in it (``v2``); else False, the position
         unchanged. Such an object is one ``ext_fields`` reads into the same dict
         whenever asked, so reading it can wait."""
         start: cython.Py_ssize_t = self.i
@@ -479,23 +545,30 @@ class _Scanner:
         if c == 0x7D:  # }
             self.i = start
             return False  # nothing to defer
-        v2: _V2Fields = _V2Fields.__new__(_V2Fields)
+        v2: _ExtFields = _ExtFields.__new__(_ExtFields)
         v2.p = self.p
+        v2.kind = kind
         k: cython.int
         while c == 0x22:
             if not self.plain_string() or not self.expect(0x3A) or self.ws() != 0x22:
                 break
-            k = _v2_index(self.p[self.key_at]) if self.key_len == 1 else -1
-            if k < 0 or v2.seen & (1 << k):
-                v2.usable = False  # the checked decode reads this one
-                k = 0
-            v2.seen |= 1 << k
+            if self.key_len < 0:  # escapes: it may be one of the header's names
+                v2.usable = False
+                k = -1
+            elif kind == _SEND:
+                k = _v2_index(self.p[self.key_at]) if self.key_len == 1 else -1
+            else:
+                k = _pull_index(self.p, self.key_at, self.key_len)
+            if k >= 0 and v2.seen & (1 << k):
+                v2.usable = False  # twice: the dict keeps the last
             if not self.plain_string():
                 break
-            v2.starts[k] = self.key_at
-            v2.ends[k] = self.i - 1
-            if self.key_len < 0:
-                v2.escaped |= 1 << k
+            if k >= 0:
+                v2.seen |= 1 << k
+                v2.starts[k] = self.key_at
+                v2.ends[k] = self.i - 1
+                if self.key_len < 0:
+                    v2.escaped |= 1 << k
             c = self.ws()
             self.i += 1
             if c == 0x7D:
@@ -563,12 +636,13 @@ class _Scanner:
                         return False
                 elif c == 0x7B:
                     self.lazy = False  # a second object replaces the first
-                    if (
-                        self.may_defer
-                        and self.has_code
-                        and self.code == _SEND_MESSAGE_V2
-                        and self.plain_ext()
-                    ):
+                    kind: cython.int = 0
+                    if self.may_defer and self.has_code:
+                        if self.code == _SEND_MESSAGE_V2:
+                            kind = _SEND
+                        elif self.code == _PULL_MESSAGE:
+                            kind = _PULL
+                    if kind and self.plain_ext(kind):
                         self.ext = None  # read when asked for (LazyExtCommand)
                     else:
                         self.ext = self.ext_fields()
@@ -764,10 +838,21 @@ def send_header_v2(cmd: object, cls: type[Any]) -> Any:
     that kernel declines), so that the caller decodes ``cmd.ext_fields`` as before."""
     if not cython.compiled or type(cmd) is not LazyExtCommand:
         return None
-    fields: _V2Fields = cmd.fields  # type: ignore[assignment]  # plain_ext made it
-    if not fields.usable:
+    fields: _ExtFields = cmd.fields  # type: ignore[assignment]  # plain_ext made it
+    if not fields.usable or fields.kind != _SEND:
         return None
     return fields.header(cls)
+
+
+def pull_header_lazy(cmd: object, cls: type[Any]) -> Any:
+    """``send_header_v2`` for a PULL_MESSAGE: the pull header as
+    ``header_kernels.pull_header`` reads it, or None where that might read otherwise."""
+    if not cython.compiled or type(cmd) is not LazyExtCommand:
+        return None
+    fields: _ExtFields = cmd.fields  # type: ignore[assignment]  # plain_ext made it
+    if not fields.usable or fields.kind != _PULL:
+        return None
+    return fields.pull_header(cls)
 
 
 LazyExtCommand.read_ext = _ext_of

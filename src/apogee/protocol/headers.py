@@ -346,6 +346,7 @@ def _send_header_py(
 
 # A SEND_MESSAGE_V2 that ``header_scan.decode_frame`` left with its ext fields unread.
 _lazy_send = header_scan.send_header_v2 if header_scan.COMPILED else None
+_lazy_pull = header_scan.pull_header_lazy if header_scan.COMPILED else None
 
 
 def decode_send_request(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -449,6 +450,17 @@ class PullMessageRequestHeader:
             if decoded is not None:
                 return decoded
         return _pull_header_py(ext, cls)
+
+    @classmethod
+    def of_request(cls, request: RemotingCommand) -> PullMessageRequestHeader:
+        """The pull header of a PULL_MESSAGE request: read from its frame when
+        ``decode_frame`` left its ext fields unread and the reader there takes it,
+        else ``from_ext(request.ext_fields)``."""
+        if _lazy_pull is not None:
+            decoded: PullMessageRequestHeader | None = _lazy_pull(request, cls)
+            if decoded is not None:
+                return decoded
+        return cls.from_ext(request.ext_fields)
 
     def to_ext(self) -> ExtFields:
         out = {

@@ -166,7 +166,7 @@ class PullHandler:
         self._tag_subs: dict[tuple[str, str | None, int], SubscriptionData] = {}
 
     def handle(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        header = PullMessageRequestHeader.of_request(request)
         return self.process(ctx, header, allow_suspend=True)
 
     def resume(self, ctx: RequestContext, header: PullMessageRequestHeader) -> None:

@@ -1,6 +1,7 @@
-"""A SEND_MESSAGE_V2 frame decoded with its ext fields left unread: the same ext
-fields when asked for, and the same send header (or the same error) as the eager
-decode and the checked readers give, for any ext fields a client could send."""
+"""SEND_MESSAGE_V2 and PULL_MESSAGE frames decoded with their ext fields left unread:
+the same ext fields when asked for, and the same send or pull header (or the same
+error) as the eager decode and the checked readers give, for any ext fields a client
+could send."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from apogee.errors import HeaderFieldError
 from apogee.protocol import headers as h
 from apogee.protocol.command import LazyExtCommand, RemotingCommand
 from apogee.protocol.framing import encode_bytes
-from tests.unit.protocol.test_header_kernels import ext_maps, outcome
+from tests.unit.protocol.test_header_kernels import checked_pull, ext_maps, outcome, pull_maps
 
 V2 = int(RequestCode.SEND_MESSAGE_V2)
 MAX_FRAME = 1 << 24
@@ -110,7 +111,7 @@ def test_the_usual_send_is_read_from_its_frame(scan: ModuleType) -> None:
 
 def test_only_a_send_v2_is_left_unread(scan: ModuleType) -> None:
     ext = h.SendMessageRequestHeader("pg", "t", "TBW102", 4, 3, 0, 1, 0).to_ext_v2()
-    for code in (int(RequestCode.SEND_BATCH_MESSAGE), int(RequestCode.PULL_MESSAGE)):
+    for code in (int(RequestCode.SEND_BATCH_MESSAGE), int(RequestCode.SEND_MESSAGE)):
         cmd = scan.decode_frame(frame_of(ext, code=code), MAX_FRAME)
         assert type(cmd) is RemotingCommand and cmd.ext_fields == ext
         assert scan.send_header_v2(cmd, h.SendMessageRequestHeader) is None
@@ -165,3 +166,79 @@ def test_ext_fields_set_on_an_unread_command_are_kept(scan: ModuleType) -> None:
     assert cmd.ext_fields is first  # read once
     cmd.ext_fields = {"x": "y"}
     assert cmd.ext_fields == {"x": "y"}
+
+
+# -- pulls ---------------------------------------------------------------------------
+
+PULL = int(RequestCode.PULL_MESSAGE)
+
+
+def pull_outcome(scan: ModuleType, cmd: Any) -> tuple[str, Any]:
+    """What the pull handler gets: the frame's reader, else the checked decode."""
+
+    def decode() -> h.PullMessageRequestHeader:
+        header = scan.pull_header_lazy(cmd, h.PullMessageRequestHeader)
+        if header is not None:
+            return header  # type: ignore[no-any-return]
+        return h.PullMessageRequestHeader.from_ext(cmd.ext_fields)
+
+    return outcome(decode)
+
+
+@settings(max_examples=400)
+@given(pull_maps(), extras)
+def test_any_pull_decodes_as_the_checked_readers_do(
+    scan: ModuleType, ext: dict[str, str], extra: dict[str, str]
+) -> None:
+    ext = {**ext, **extra}
+    cmd = scan.decode_frame(frame_of(ext, b"", code=PULL), MAX_FRAME)
+    assert cmd is not None
+    assert pull_outcome(scan, cmd) == outcome(lambda: checked_pull(ext))
+    assert cmd.ext_fields == ext
+
+
+def test_the_usual_pull_is_read_from_its_frame(scan: ModuleType) -> None:
+    cls = h.PullMessageRequestHeader
+    for header in (
+        cls("cg", "T", 3, 120, 32, 7, 118, 15000, 1732000000000, "*", "TAG"),
+        cls("cg", "T", 0, 0, 1024, 2, -1, 0, 0, None, None, 1 << 20),
+        cls("cg", "%RETRY%cg", 1, 5, 32, 7, 4, 15000, 3, "a || b", "TAG", 4096),
+    ):
+        cmd = scan.decode_frame(
+            frame_of({**header.to_ext(), "bname": "b"}, b"", code=PULL), MAX_FRAME
+        )
+        assert type(cmd) is LazyExtCommand
+        decoded = scan.pull_header_lazy(cmd, cls)
+        assert decoded == header
+        assert [type(getattr(decoded, n)) for n in cls.__slots__] == [
+            type(getattr(header, n)) for n in cls.__slots__
+        ]
+        assert cls.of_request(cmd) == header
+        assert scan.send_header_v2(cmd, h.SendMessageRequestHeader) is None  # not a send
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+     "suspendTimeoutMillis", "subVersion", "maxMsgBytes"],
+)  # fmt: skip
+def test_each_pull_number_at_its_edges(scan: ModuleType, name: str) -> None:
+    usual = h.PullMessageRequestHeader("cg", "T", 3, 120, 32, 7, 118, 15000, 1, "*", "TAG", 64)
+    for value in EDGES["number"]:
+        ext = {**usual.to_ext(), name: value}
+        cmd = scan.decode_frame(frame_of(ext, b"", code=PULL), MAX_FRAME)
+        expected = outcome(lambda ext=ext: checked_pull(ext))  # type: ignore[misc]
+        assert pull_outcome(scan, cmd) == expected, (name, value)
+
+
+def test_a_pull_key_given_twice_or_escaped_is_read_as_the_dict_reads_it(
+    scan: ModuleType,
+) -> None:
+    usual = h.PullMessageRequestHeader("cg", "T", 3, 120, 32, 7, 118, 15000, 1, "*", "TAG")
+    body = b",".join(b'"%s":"%s"' % (k.encode(), v.encode()) for k, v in usual.to_ext().items())
+    for extra, queue_id in ((b',"queueId":"2"', 2), (b',"\\u0071ueueId":"1"', 1)):
+        header = b'{"code":11,"extFields":{' + body + extra + b'},"language":"JAVA"}'
+        cmd = scan.decode_frame(raw_frame(header), MAX_FRAME)
+        assert type(cmd) is LazyExtCommand
+        assert scan.pull_header_lazy(cmd, h.PullMessageRequestHeader) is None
+        assert h.PullMessageRequestHeader.of_request(cmd).queue_id == queue_id
