@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from apogee._util.bytes_be import get16, get32, get64, put16, put32, put64, same_at
+from apogee._util.bytes_be import digits_at, get16, get32, get64, put16, put32, put64, same_at
 
 Get = Callable[[Any, int], int]
 Put = Callable[[Any, int, int], None]
@@ -48,3 +48,16 @@ def test_same_at_compares_the_run_at_its_offset(wrap: Callable[[bytes], Any]) ->
     assert not same_at(buf, 1, b"code", 4)  # one byte early
     assert not same_at(buf, 2, b"codf", 4)
     assert not same_at(buf, 17, b"flag", 4)  # runs past the end
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [(b"0", 0), (b"-7", -7), (b"007", 7), (b"-0", 0), (b"9" * 18, 10**18 - 1),
+     (b"9" * 19, None), (b"", None), (b"-", None), (b"+1", None), (b"1 ", None),
+     (b"1.0", None), ("٣".encode(), None)],
+)  # fmt: skip
+def test_digits_at_reads_a_plain_decimal(text: bytes, value: int | None) -> None:
+    out = [123]
+    buf = b"xx" + text + b"yy"
+    assert digits_at(buf, 2, 2 + len(text), out) is (value is not None)
+    assert out[0] == (123 if value is None else value)

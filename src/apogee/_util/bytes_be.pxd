@@ -51,3 +51,21 @@ cdef inline Py_ssize_t find_byte(const unsigned char *p, Py_ssize_t start, Py_ss
                                  unsigned char byte) noexcept nogil:
     cdef const unsigned char *hit = <const unsigned char *>memchr(p + start, byte, end - start)
     return hit - p if hit != NULL else -1
+
+cdef inline bint digits_at(const unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                           long long *out) noexcept nogil:
+    # -?[0-9]{1,18} in p[start:end] into out[0]; False if not that
+    cdef Py_ssize_t i = start
+    cdef bint negative = i < end and p[i] == 0x2D
+    cdef long long value = 0
+    if negative:
+        i += 1
+    if end - i < 1 or end - i > 18:
+        return False
+    while i < end:
+        if p[i] < 0x30 or p[i] > 0x39:
+            return False
+        value = value * 10 + (p[i] - 0x30)
+        i += 1
+    out[0] = -value if negative else value
+    return True

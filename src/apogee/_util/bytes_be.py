@@ -4,8 +4,9 @@ Owns: ``get16``/``get32``/``get64`` (a signed int16, int32, int64 at a byte
 offset), ``put16``/``put32``/``put64`` (one written there), ``put_hex4`` (the
 low 16 bits of a number as four uppercase hex digits, a UNIQ_KEY's counter) and ``copy_bytes``
 (a run of bytes copied from one buffer into another), ``same_at`` (whether a
-run of bytes is a given name) and ``find_byte`` (where a byte first occurs in a
-run: ``memchr``), the one place
+run of bytes is a given name), ``find_byte`` (where a byte first occurs in a
+run: ``memchr``) and ``digits_at`` (a header's number read from its ASCII digits),
+the one place
 where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
 ``apogee.model.received``, ``apogee.spark.scan``, ``apogee.protocol.header_scan``)
 read and write a number.
@@ -77,3 +78,14 @@ def find_byte(p: cython.p_uchar, start: int, end: int, byte: int) -> int:
     """Index of the first ``byte`` in ``p[start:end]``, or -1 (compiled: a ``memchr``)."""
     found: int = p.find(byte, start, end)
     return found
+
+
+def digits_at(p: cython.p_uchar, start: int, end: int, out: list[int]) -> bool:
+    """``-?[0-9]{1,18}`` in ``p[start:end]`` into ``out[0]``; False if not that (a
+    header number as the request path reads it from its text)."""
+    text = bytes(p[start:end])
+    digits = text[1:] if text[:1] == b"-" else text
+    if not 1 <= len(digits) <= 18 or not digits.isdigit():
+        return False
+    out[0] = int(text)
+    return True

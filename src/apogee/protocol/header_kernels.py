@@ -25,6 +25,7 @@ from typing import Any
 import cython
 
 if cython.compiled:
+    from cython.cimports.apogee._util.bytes_be import digits_at
     from cython.cimports.cpython.unicode import PyUnicode_1BYTE_DATA
 
 #: Whether this module runs compiled (``headers`` uses it only then).
@@ -44,22 +45,8 @@ def _digits(text: object, out: cython.p_longlong) -> cython.bint:
     if not text.isascii():  # type: ignore[attr-defined]
         return False
     n: cython.Py_ssize_t = len(text)  # type: ignore[arg-type]
-    p: cython.p_uchar = PyUnicode_1BYTE_DATA(text)
-    i: cython.Py_ssize_t = 0
-    negative: cython.bint = n > 0 and p[0] == 0x2D  # -
-    if negative:
-        i = 1
-    if n - i < 1 or n - i > 18:
-        return False
-    value: cython.longlong = 0
-    while i < n:
-        c: cython.uchar = p[i]
-        if c < 0x30 or c > 0x39:
-            return False
-        value = value * 10 + (c - 0x30)
-        i += 1
-    out[0] = -value if negative else value
-    return True
+    found: cython.bint = digits_at(PyUnicode_1BYTE_DATA(text), 0, n, out)
+    return found
 
 
 @cython.cfunc

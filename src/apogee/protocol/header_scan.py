@@ -36,7 +36,7 @@ from apogee.codes import LanguageCode, SerializeType
 from apogee.protocol.command import LazyExtCommand, RemotingCommand, new_command, new_lazy_command
 
 if cython.compiled:
-    from cython.cimports.apogee._util.bytes_be import get32, put32, same_at
+    from cython.cimports.apogee._util.bytes_be import digits_at, get32, put32, same_at
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLong
@@ -177,30 +177,6 @@ def _v2_index(c: cython.uchar) -> cython.int:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def _raw_digits(
-    p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t, out: cython.p_longlong
-) -> cython.bint:
-    """``-?[0-9]{1,18}`` in ``p[start:end]`` into ``out[0]``, as ``header_kernels``
-    reads a number from its string; False if not that."""
-    i: cython.Py_ssize_t = start
-    negative: cython.bint = i < end and p[i] == 0x2D  # -
-    if negative:
-        i += 1
-    if end - i < 1 or end - i > 18:
-        return False
-    value: cython.longlong = 0
-    while i < end:
-        c: cython.uchar = p[i]
-        if c < 0x30 or c > 0x39:
-            return False
-        value = value * 10 + (c - 0x30)
-        i += 1
-    out[0] = -value if negative else value
-    return True
-
-
-@cython.cfunc
-@cython.exceptval(check=False)
 def _raw_bool(p: cython.p_uchar, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
     """An optional boolean's spelling: 1, 0 (also when empty) or -1 for any other."""
     n: cython.Py_ssize_t = end - start
@@ -247,7 +223,7 @@ class _ExtFields:
     def number(self, k: cython.int, java_int: cython.bint) -> cython.bint:
         """Field ``k`` read into ``numbers[k]`` as ``header_kernels`` reads it; False
         where that declines."""
-        if not _raw_digits(self.p, self.starts[k], self.ends[k], self.numbers + k):
+        if not digits_at(self.p, self.starts[k], self.ends[k], self.numbers + k):
             return False
         return not java_int or _I32_MIN <= self.numbers[k] <= _I32_MAX
 
