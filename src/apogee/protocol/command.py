@@ -222,12 +222,12 @@ _EXT_SLOT: Any = RemotingCommand.__dict__["ext_fields"]
 class LazyExtCommand(RemotingCommand):
     """A request whose ext fields are read from its frame on first use.
 
-    ``header_scan.decode_frame`` makes one for a SEND_MESSAGE_V2 whose ext-field
-    object it checked (``plain_ext``) and left unread: the send handler reads the
-    header straight from the frame (``header_scan.send_header_v2``, with the
-    positions ``fields`` noted), so a send builds no ext-field dict; whatever asks
-    for ``ext_fields`` (an ACL check, a header that reader declines) gets the dict
-    an eager decode makes, read then by ``read_ext``.
+    ``header_scan.decode_frame`` makes one for a SEND_MESSAGE_V2 or a PULL_MESSAGE
+    whose ext-field object it checked (``plain_ext``) and left unread: the handler
+    reads the header straight from the frame (``header_scan.send_header_v2`` or
+    ``pull_header_lazy``, at the positions ``fields`` noted), so it builds no
+    ext-field dict; whatever asks for ``ext_fields`` (an ACL check, a header those
+    readers decline) gets the dict an eager decode makes, read then by ``read_ext``.
     """
 
     __slots__ = ("ext_at", "ext_end", "fields", "frame")
@@ -266,7 +266,7 @@ def new_lazy_command(  # noqa: PLR0917
     ext_end: int,
     fields: object,
 ) -> LazyExtCommand:
-    """A ``LazyExtCommand`` with every field given (``header_scan``, per send); plain
+    """A ``LazyExtCommand`` with every field given (``header_scan``, per send or pull); plain
     Python so that its slot stores are the interpreter's specialised ones."""
     cmd: LazyExtCommand = _new(LazyExtCommand)
     cmd.code = code

@@ -266,7 +266,7 @@ class _ExtFields:
         )  # fmt: skip
 
     @cython.cfunc
-    def header(self, cls: type[Any]) -> object:
+    def send_header(self, cls: type[Any]) -> object:
         """The send header, or None where ``header_kernels.send_header`` might read
         otherwise."""
         if self.seen & _V2_REQUIRED != _V2_REQUIRED or self.escaped & _V2_NUMBERS:
@@ -329,7 +329,7 @@ class _Scanner:
     lazy: cython.bint
     ext_at: cython.Py_ssize_t
     ext_end: cython.Py_ssize_t
-    v2: _ExtFields
+    noted: _ExtFields
     #: what ``send_field`` picked out of a send answer's ext fields (-1: absent)
     msg_id: Any
     transaction_id: Any
@@ -512,7 +512,7 @@ class _Scanner:
     def plain_ext(self, kind: cython.int) -> cython.bint:
         """Step over the ext-field object at the position when every key and value in
         it is a plain string (``plain_string``), noting its range (``lazy``) and
-        where the ``kind`` of header's fields lie in it (``v2``); else False, the position
+        where the ``kind`` of header's fields lie in it (``noted``); else False, the position
         unchanged. Such an object is one ``ext_fields`` reads into the same dict
         whenever asked, so reading it can wait."""
         start: cython.Py_ssize_t = self.i
@@ -521,37 +521,37 @@ class _Scanner:
         if c == 0x7D:  # }
             self.i = start
             return False  # nothing to defer
-        v2: _ExtFields = _ExtFields.__new__(_ExtFields)
-        v2.p = self.p
-        v2.kind = kind
+        noted: _ExtFields = _ExtFields.__new__(_ExtFields)
+        noted.p = self.p
+        noted.kind = kind
         k: cython.int
         while c == 0x22:
             if not self.plain_string() or not self.expect(0x3A) or self.ws() != 0x22:
                 break
             if self.key_len < 0:  # escapes: it may be one of the header's names
-                v2.usable = False
+                noted.usable = False
                 k = -1
             elif kind == _SEND:
                 k = _v2_index(self.p[self.key_at]) if self.key_len == 1 else -1
             else:
                 k = _pull_index(self.p, self.key_at, self.key_len)
-            if k >= 0 and v2.seen & (1 << k):
-                v2.usable = False  # twice: the dict keeps the last
+            if k >= 0 and noted.seen & (1 << k):
+                noted.usable = False  # twice: the dict keeps the last
             if not self.plain_string():
                 break
             if k >= 0:
-                v2.seen |= 1 << k
-                v2.starts[k] = self.key_at
-                v2.ends[k] = self.i - 1
+                noted.seen |= 1 << k
+                noted.starts[k] = self.key_at
+                noted.ends[k] = self.i - 1
                 if self.key_len < 0:
-                    v2.escaped |= 1 << k
+                    noted.escaped |= 1 << k
             c = self.ws()
             self.i += 1
             if c == 0x7D:
                 self.lazy = True
                 self.ext_at = start
                 self.ext_end = self.i
-                self.v2 = v2
+                self.noted = noted
                 return True
             if c != 0x2C:  # ,
                 break
@@ -771,7 +771,7 @@ class _Scanner:
         if self.lazy:
             return new_lazy_command(
                 self.code, lang, self.version, self.opaque, self.flag, self.remark, body,
-                frame, self.ext_at + 8, self.ext_end + 8, self.v2,
+                frame, self.ext_at + 8, self.ext_end + 8, self.noted,
             )  # fmt: skip
         ext = self.ext
         return new_command(
@@ -817,7 +817,7 @@ def send_header_v2(cmd: object, cls: type[Any]) -> Any:
     fields: _ExtFields = cmd.fields  # type: ignore[assignment]  # plain_ext made it
     if not fields.usable or fields.kind != _SEND:
         return None
-    return fields.header(cls)
+    return fields.send_header(cls)
 
 
 def pull_header_lazy(cmd: object, cls: type[Any]) -> Any:

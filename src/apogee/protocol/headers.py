@@ -344,7 +344,8 @@ def _send_header_py(
     )
 
 
-# A SEND_MESSAGE_V2 that ``header_scan.decode_frame`` left with its ext fields unread.
+# The header of a SEND_MESSAGE_V2 or a PULL_MESSAGE that ``header_scan.decode_frame``
+# left with its ext fields unread, read from its frame.
 _lazy_send = header_scan.send_header_v2 if header_scan.COMPILED else None
 _lazy_pull = header_scan.pull_header_lazy if header_scan.COMPILED else None
 
