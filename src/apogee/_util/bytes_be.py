@@ -5,11 +5,11 @@ offset), ``put16``/``put32``/``put64`` (one written there), ``put_hex4`` (the
 low 16 bits of a number as four uppercase hex digits, a UNIQ_KEY's counter) and ``copy_bytes``
 (a run of bytes copied from one buffer into another), ``same_at`` (whether a
 run of bytes is a given name), ``find_byte`` (where a byte first occurs in a
-run: ``memchr``) and ``digits_at`` (a header's number read from its ASCII digits),
-the one place
-where the compiled modules (``apogee.model.kernels``, ``apogee.store.kernels``,
-``apogee.model.received``, ``apogee.spark.scan``, ``apogee.protocol.header_scan``)
-read and write a number.
+run: ``memchr``) and ``digits_at`` (a header's number read from its ASCII
+digits), the one place where the compiled modules (``apogee.model.kernels``,
+``apogee.store.kernels``, ``apogee.model.received``, ``apogee.spark.scan``,
+``apogee.protocol.header_scan``, ``apogee.protocol.header_write``) read and
+write a number.
 
 This file is their interpreted side, on bytes, bytearray or a memoryview with
 ``struct``; it is not compiled itself. Compiled, those modules ``cimport`` the

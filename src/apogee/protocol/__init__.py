@@ -6,7 +6,7 @@ sockets and the store are never imported here.
 
 Modules: ``command`` (RemotingCommand), ``framing`` (encode, FrameDecoder),
 ``header_json`` / ``header_binary`` (the two header serializations;
-``header_scan``, the JSON one's compiled direct route),
+``header_scan`` and ``header_write``, the JSON one's compiled direct route),
 ``headers`` (typed custom headers), ``bodies`` (JSON bodies <-> model values),
 ``tolerant_json`` (fastjson's bare map keys).
 """

@@ -25,7 +25,7 @@ import struct
 
 from apogee.codes import SerializeType
 from apogee.errors import FrameTooLargeError, ProtocolError
-from apogee.protocol import header_binary, header_json, header_scan
+from apogee.protocol import header_binary, header_json, header_scan, header_write
 from apogee.protocol.command import Buffer, RemotingCommand
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
@@ -37,8 +37,8 @@ _HEADER_MASK = 0xFFFFFF
 _ENCODERS = {SerializeType.JSON: header_json.encode, SerializeType.ROCKETMQ: header_binary.encode}
 _JSON = SerializeType.JSON
 _json_encode = header_json.encode
-# The whole frame start in one bytes object, when header_scan is compiled.
-_scan_frame = header_scan.encode_frame if header_scan.COMPILED else None
+# The whole frame start in one bytes object, when header_write is compiled.
+_scan_frame = header_write.encode_frame if header_write.COMPILED else None
 _scan_read = header_scan.decode_frame if header_scan.COMPILED else None
 _pack_prefix = _PREFIX.pack
 _BUFFER_TYPES = (bytes, bytearray, memoryview)

@@ -22,14 +22,14 @@ typed header only when ``extFields`` is not null and then dereferences it.
 Two routes: the dict route here (``orjson`` parses a header into a dict that
 is then checked and converted, ``_decode_dict``; a dict built for
 ``orjson.dumps`` is the output, ``_encode_dict``), and, when
-``header_scan`` is compiled, its direct route first: it reads and writes the
-header bytes without a dict, takes only what the usual header holds and
-returns None on anything else, which then comes here. So every result and
+``header_scan`` and ``header_write`` are compiled, their direct route first:
+they read and write the header bytes without a dict, take only what the
+usual header holds and return None on anything else, which then comes here. So every result and
 every error is the dict route's; tests compare the two byte for byte.
 
 Builds: this module is compiled too (the first line; ``setup.py``; measured,
 it is not slower so, and ``encode`` a little faster); without a C compiler or
-under ``APOGEE_PURE_PYTHON`` both modules run interpreted and only the dict
+under ``APOGEE_PURE_PYTHON`` all three modules run interpreted and only the dict
 route is taken.
 """
 
@@ -41,7 +41,7 @@ import orjson
 
 from apogee.codes import LanguageCode, SerializeType
 from apogee.errors import ProtocolError
-from apogee.protocol import header_scan
+from apogee.protocol import header_scan, header_write
 from apogee.protocol.command import Body, RemotingCommand, new_command
 
 _LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
@@ -53,7 +53,7 @@ _dumps = orjson.dumps
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 # The direct route, when compiled; interpreted it would only ever decline.
-_scan_encode = header_scan.encode if header_scan.COMPILED else None
+_scan_encode = header_write.encode if header_write.COMPILED else None
 _scan_decode = header_scan.decode if header_scan.COMPILED else None
 
 

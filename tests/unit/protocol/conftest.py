@@ -1,4 +1,5 @@
-"""Fixtures of the header kernels' tests: the direct route compiled, the dict route."""
+"""Fixtures of the header kernels' tests: the direct route (reader and writer) compiled,
+the dict route."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ def scan() -> ModuleType:
     """``header_scan``, the direct route, compiled; skipped where it was not."""
     try:
         return module_build("apogee.protocol.header_scan", "compiled")
+    except NotCompiledError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def write() -> ModuleType:
+    """``header_write``, the direct route's writer, compiled; skipped where it was not."""
+    try:
+        return module_build("apogee.protocol.header_write", "compiled")
     except NotCompiledError as exc:
         pytest.skip(str(exc))
 

@@ -1,6 +1,6 @@
-"""The JSON header codec with the compiled direct route (``header_scan``) against
-the dict route run interpreted: same commands, same bytes, same errors, for
-well-formed headers and for damaged ones alike."""
+"""The JSON header codec with the compiled direct route (``header_scan`` reads,
+``header_write`` writes) against the dict route run interpreted: same commands,
+same bytes, same errors, for well-formed headers and for damaged ones alike."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_any_command_encodes_alike(builds: tuple[Any, Any], cmd: RemotingCommand
 
 
 def test_a_send_answer_is_encoded_directly_and_byte_for_byte(
-    scan: ModuleType, builds: tuple[Any, Any]
+    scan: ModuleType, write: ModuleType, builds: tuple[Any, Any]
 ) -> None:
     compiled, interpreted = builds
     request = RemotingCommand.request(310, {"a": "pg"})
@@ -219,7 +219,7 @@ def test_a_send_answer_is_encoded_directly_and_byte_for_byte(
         + str(answer.version).encode()
         + b',"remark":"fine"}'
     )
-    assert scan.encode(answer) == compiled.encode(answer) == interpreted.encode(answer) == expected
+    assert write.encode(answer) == compiled.encode(answer) == interpreted.encode(answer) == expected
     assert scan.decode(expected, b"") == answer
     assert compiled.decode(expected, b"") == interpreted.decode(expected, b"") == answer
 
@@ -256,18 +256,18 @@ def test_any_command_is_framed_as_its_joined_parts(
     assert got == framed(interpreted.encode, cmd)
 
 
-def test_the_frame_kernel_declines_sizes_its_words_cannot_hold(scan: ModuleType) -> None:
+def test_the_frame_kernel_declines_sizes_its_words_cannot_hold(write: ModuleType) -> None:
     cmd = RemotingCommand.request(310, {"a": "pg"})
-    header = scan.encode(cmd)
+    header = write.encode(cmd)
     h = len(header)
     most = 2**31 - 1 - 4 - h  # L = 4 + H + B is an int32
-    assert scan.encode_frame(cmd, most) == struct.pack(">ii", 2**31 - 1, h) + header
-    assert scan.encode_frame(cmd, most + 1) is None
-    assert scan.encode_frame(cmd, -1) is None
-    assert scan.encode_frame(cmd, 0) == struct.pack(">ii", 4 + h, h) + header
+    assert write.encode_frame(cmd, most) == struct.pack(">ii", 2**31 - 1, h) + header
+    assert write.encode_frame(cmd, most + 1) is None
+    assert write.encode_frame(cmd, -1) is None
+    assert write.encode_frame(cmd, 0) == struct.pack(">ii", 4 + h, h) + header
     cmd.ext_fields = {"k": "x" * 0xFFFFFF}  # a header past 24 bits
-    assert scan.encode(cmd) is not None
-    assert scan.encode_frame(cmd, 0) is None
+    assert write.encode(cmd) is not None
+    assert write.encode_frame(cmd, 0) is None
     with pytest.raises(ProtocolError, match="24 bits"):
         framing.encode(cmd)
 
