@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Final
 
 from apogee.store import kernels
-from apogee.store.dispatch import DispatchEntry
+from apogee.store.dispatch import (
+    E_COMMIT_LOG_OFFSET,
+    E_CONSUME_QUEUE_OFFSET,
+    E_MSG_SIZE,
+    E_TAGS_CODE,
+    DispatchEntry,
+)
 from apogee.store.results import QueueUnit
 from apogee.store.segment import parse_segment_name
 from apogee.store.segment_queue import SegmentQueue
@@ -112,10 +118,15 @@ class ConsumeQueue:
             if n:
                 seg.wrote += n * CQ_UNIT_SIZE
                 last = entries[i + n - 1]
-                self.max_physic_end = last[2] + last[3]
+                self.max_physic_end = last[E_COMMIT_LOG_OFFSET] + last[E_MSG_SIZE]
                 return n
         entry = entries[i]
-        self.put(entry[6], entry[2], entry[3], entry[4])
+        self.put(
+            entry[E_CONSUME_QUEUE_OFFSET],
+            entry[E_COMMIT_LOG_OFFSET],
+            entry[E_MSG_SIZE],
+            entry[E_TAGS_CODE],
+        )
         return 1
 
     def _put_slow(self, logical: int, phys: int, size: int, tags_code: int) -> None:

@@ -4,7 +4,8 @@ Owns: DispatchRequest (one per stored record, built either at append time or
 by re-reading the log during recovery and on slaves), the Dispatcher
 protocol implemented by the consume-queue builder and the index service (and
 its batch form, EntryDispatcher), the compact tuple form of a request used on
-hot paths, ``parse_run`` (the entries of a run of records read back from the
+hot paths (``DispatchEntry``, read by the names of its positions, ``E_TOPIC``
+.. ``E_PREPARED_OFFSET``), ``parse_run`` (the entries of a run of records read back from the
 log, the fast path of replicated bytes), and ``index_fields``, the
 one function that derives tag code, keys and unique key from a record's
 property string, so that the append path and the log-parsing path cannot
@@ -16,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from apogee.model.kernels import message_fields
 from apogee.model.message import (
@@ -54,7 +55,22 @@ class Dispatcher(Protocol):
 
 #: A DispatchRequest as a plain tuple, fields in the same order; the append
 #: path hands these to the dispatcher because building one is much cheaper.
+#: Read it by the names below (mypy takes a Final int as its literal, so each
+#: position keeps its field's type); the compiled kernels copy them into C
+#: numbers at import.
 DispatchEntry = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int]
+
+E_TOPIC: Final = 0
+E_QUEUE_ID: Final = 1
+E_COMMIT_LOG_OFFSET: Final = 2
+E_MSG_SIZE: Final = 3
+E_TAGS_CODE: Final = 4
+E_STORE_TIMESTAMP: Final = 5
+E_CONSUME_QUEUE_OFFSET: Final = 6
+E_KEYS: Final = 7
+E_UNIQ_KEY: Final = 8
+E_SYS_FLAG: Final = 9
+E_PREPARED_OFFSET: Final = 10  # DispatchRequest.prepared_transaction_offset
 
 
 class EntryDispatcher(Dispatcher, Protocol):

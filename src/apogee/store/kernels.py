@@ -32,7 +32,19 @@ from collections.abc import Sequence
 import cython
 from zlib_ng.zlib_ng import crc32
 
-from apogee.store.dispatch import DispatchEntry
+from apogee.store.dispatch import (
+    E_COMMIT_LOG_OFFSET,
+    E_CONSUME_QUEUE_OFFSET,
+    E_KEYS,
+    E_MSG_SIZE,
+    E_QUEUE_ID,
+    E_STORE_TIMESTAMP,
+    E_SYS_FLAG,
+    E_TAGS_CODE,
+    E_TOPIC,
+    E_UNIQ_KEY,
+    DispatchEntry,
+)
 
 if cython.compiled:
     from cython.cimports.apogee._util.bytes_be import copy_bytes, get32, put16, put32, put64
@@ -81,6 +93,19 @@ INDEX_ENTRY = cython.declare(cython.longlong, 20)
 # a caller holding the GIL keeps other threads from slipping in between an
 # append and the request that follows it.
 PWRITE_KEEP_GIL = cython.declare(cython.longlong, 65536)
+
+# A DispatchEntry's positions (``apogee.store.dispatch``) as C numbers: indexing a
+# tuple by one is a C array read, by the module's Python int a lookup and a call.
+_TOPIC = cython.declare(cython.Py_ssize_t, E_TOPIC)
+_QUEUE_ID = cython.declare(cython.Py_ssize_t, E_QUEUE_ID)
+_OFFSET = cython.declare(cython.Py_ssize_t, E_COMMIT_LOG_OFFSET)
+_SIZE = cython.declare(cython.Py_ssize_t, E_MSG_SIZE)
+_TAGS_CODE = cython.declare(cython.Py_ssize_t, E_TAGS_CODE)
+_STORE_TIME = cython.declare(cython.Py_ssize_t, E_STORE_TIMESTAMP)
+_QUEUE_OFFSET = cython.declare(cython.Py_ssize_t, E_CONSUME_QUEUE_OFFSET)
+_KEYS = cython.declare(cython.Py_ssize_t, E_KEYS)
+_UNIQ_KEY = cython.declare(cython.Py_ssize_t, E_UNIQ_KEY)
+_SYS_FLAG = cython.declare(cython.Py_ssize_t, E_SYS_FLAG)
 
 _BATCH_TOO_BIG = cython.declare(cython.int, 0)
 _PROPERTIES_TOO_LONG = cython.declare(cython.int, 1)
@@ -609,8 +634,8 @@ def take_handoff(
         if not isinstance(entry, tuple):
             raise TypeError("hand-off entries are tuples")
         t = cython.cast(tuple, entry)
-        phys: cython.longlong = t[2]
-        size: cython.longlong = t[3]
+        phys: cython.longlong = t[_OFFSET]
+        size: cython.longlong = t[_SIZE]
         if phys != cursor or size > limit - cursor:
             break
         taken.append(popleft())
@@ -715,23 +740,23 @@ def _write_units(  # noqa: PLR0917
         if not (isinstance(entry, tuple) and len(entry) == 11):
             raise TypeError("a dispatch entry is an 11-tuple")
         e = cython.cast(tuple, entry)
-        bits: cython.long = _tx_bits(e[9])
+        bits: cython.long = _tx_bits(e[_SYS_FLAG])
         if bits in (0x4, 0xC):  # PREPARED and ROLLBACK never enter a queue
             break
-        if not _is_next_unit(e[6], seg_start + wrote):
+        if not _is_next_unit(e[_QUEUE_OFFSET], seg_start + wrote):
             break
-        qid = e[1]
+        qid = e[_QUEUE_ID]
         if qid is not queue_id and qid != queue_id:
             break
-        if e[0] != topic:
+        if e[_TOPIC] != topic:
             break
-        size = e[3]
+        size = e[_SIZE]
         if size < INT32_MIN or size > INT32_MAX or wrote < 0 or wrote + CQ_UNIT > out_len:
             raise struct.error("a unit does not fit")
         w: cython.Py_ssize_t = cython.cast(cython.Py_ssize_t, wrote)
-        put64(out, w, e[2])
+        put64(out, w, e[_OFFSET])
         put32(out, w + 8, cython.cast(cython.int, size))
-        put64(out, w + 12, e[4])
+        put64(out, w + 12, e[_TAGS_CODE])
         wrote += CQ_UNIT
         count += 1
         i += 1
@@ -791,20 +816,20 @@ def index_work(entries: Sequence[tuple[object, ...]]) -> list[tuple[object, obje
         if not (isinstance(entry, tuple) and len(entry) == 11):
             raise TypeError("a dispatch entry is an 11-tuple")
         e = cython.cast(tuple, entry)
-        keys = e[7]
-        uniq = e[8]
+        keys = e[_KEYS]
+        uniq = e[_UNIQ_KEY]
         if not (keys is None or isinstance(keys, str)) or not (
             uniq is None or isinstance(uniq, str)
         ):
             raise TypeError("keys and unique key must be str or None")
-        if not (keys or uniq) or _tx_bits(e[9]) == 0xC:  # nothing to index, or ROLLBACK
+        if not (keys or uniq) or _tx_bits(e[_SYS_FLAG]) == 0xC:  # nothing to index, or ROLLBACK
             continue
-        topic = e[0]
+        topic = e[_TOPIC]
         if not isinstance(topic, str):
             raise TypeError("the topic must be a str")
         hashes = _key_hashes(topic, keys, uniq)
         if hashes:
-            work.append((e[2], e[5], hashes))
+            work.append((e[_OFFSET], e[_STORE_TIME], hashes))
     return work
 
 

@@ -46,7 +46,13 @@ from apogee.model.message_codec import (
 from apogee.store.checkpoint import Checkpoint
 from apogee.store.commitlog import CommitLog
 from apogee.store.consume_queue import ConsumeQueueTable
-from apogee.store.dispatch import entry_from_meta
+from apogee.store.dispatch import (
+    E_CONSUME_QUEUE_OFFSET,
+    E_QUEUE_ID,
+    E_SYS_FLAG,
+    E_TOPIC,
+    entry_from_meta,
+)
 from apogee.store.reput import Reput
 from apogee.store.segment import Segment, segment_name
 
@@ -200,10 +206,13 @@ def _scan(  # noqa: PLR0917
                     report.records_dispatched += 1
                 except DiskFullError as exc:
                     report.dispatch_stopped_at, report.dispatch_problem = pos, str(exc)
-            if report.dispatch_stopped_at is not None and (entry[9] & _TX_MASK) not in _NOT_QUEUED:
-                key = (entry[0], entry[1])
+            if (
+                report.dispatch_stopped_at is not None
+                and (entry[E_SYS_FLAG] & _TX_MASK) not in _NOT_QUEUED
+            ):
+                key = (entry[E_TOPIC], entry[E_QUEUE_ID])
                 table = report.undispatched_queues
-                table[key] = max(table.get(key, 0), entry[6] + 1)
+                table[key] = max(table.get(key, 0), entry[E_CONSUME_QUEUE_OFFSET] + 1)
         pos += meta.size
 
 

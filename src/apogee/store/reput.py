@@ -20,6 +20,14 @@ from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.commitlog import CommitLog
 from apogee.store.consume_queue import ConsumeQueueTable
 from apogee.store.dispatch import (
+    E_COMMIT_LOG_OFFSET,
+    E_CONSUME_QUEUE_OFFSET,
+    E_MSG_SIZE,
+    E_QUEUE_ID,
+    E_STORE_TIMESTAMP,
+    E_SYS_FLAG,
+    E_TAGS_CODE,
+    E_TOPIC,
     DispatchEntry,
     Dispatcher,
     DispatchRequest,
@@ -91,11 +99,11 @@ class Reput:
         finally:
             # Also after a fault (no room for a consume-queue file): whatever
             # reached its consume queue reaches the index too, in order.
-            if taken and taken[-1][2] >= self.reput_from:
-                taken = [entry for entry in taken if entry[2] < self.reput_from]
+            if taken and taken[-1][E_COMMIT_LOG_OFFSET] >= self.reput_from:
+                taken = [entry for entry in taken if entry[E_COMMIT_LOG_OFFSET] < self.reput_from]
             if taken:
-                self.last_record_start = taken[-1][2]
-                self.last_store_timestamp = taken[-1][5]
+                self.last_record_start = taken[-1][E_COMMIT_LOG_OFFSET]
+                self.last_store_timestamp = taken[-1][E_STORE_TIMESTAMP]
                 self.dispatched_count += len(taken)
                 for sink in self._sinks:
                     sink(taken)
@@ -120,10 +128,10 @@ class Reput:
                 self.reput_from = cursor
             if done >= max_records:
                 break
-            while handoff and handoff[0][2] < self.reput_from:
+            while handoff and handoff[0][E_COMMIT_LOG_OFFSET] < self.reput_from:
                 handoff.popleft()  # already dispatched from the log
-            if handoff and handoff[0][2] == self.reput_from:
-                if self.reput_from + handoff[0][3] > limit:
+            if handoff and handoff[0][E_COMMIT_LOG_OFFSET] == self.reput_from:
+                if self.reput_from + handoff[0][E_MSG_SIZE] > limit:
                     break  # not in the file yet
                 continue
             if cursor >= limit:
@@ -137,7 +145,7 @@ class Reput:
             taken += parsed
             self._queue(taken, mark)
             last = parsed[-1]
-            self.reput_from = cursor = last[2] + last[3]
+            self.reput_from = cursor = last[E_COMMIT_LOG_OFFSET] + last[E_MSG_SIZE]
             done += len(parsed)
         return done
 
@@ -149,7 +157,7 @@ class Reput:
             pos = self.reput_from - seg.start
             handoff = self.commit_log.handoff
             # records appended by this process come from the hand-off
-            run_end = min(limit, handoff[0][2]) if handoff else limit
+            run_end = min(limit, handoff[0][E_COMMIT_LOG_OFFSET]) if handoff else limit
             end = min(seg.wrote, run_end - seg.start)
             run, _ = parse_run(seg.view, pos, end, seg.start, count, self._delays)
             if run:
@@ -183,22 +191,28 @@ class Reput:
         start = i
         while i < j:
             entry = entries[i]
-            if (entry[9] & _TX_MASK) in _NOT_QUEUED:
+            if (entry[E_SYS_FLAG] & _TX_MASK) in _NOT_QUEUED:
                 i += 1
                 continue
-            cq = queues.get((entry[0], entry[1]))
+            cq = queues.get((entry[E_TOPIC], entry[E_QUEUE_ID]))
             if cq is None:
-                cq = self.queues.get_or_create(entry[0], entry[1])
+                cq = self.queues.get_or_create(entry[E_TOPIC], entry[E_QUEUE_ID])
             i += cq.put_run(entries, i, j)
         arrival = self.arrival
         if arrival is not None:
             for entry in entries[start:]:
-                if (entry[9] & _TX_MASK) not in _NOT_QUEUED:
-                    arrival(entry[0], entry[1], entry[6], entry[4], entry[5])
+                if (entry[E_SYS_FLAG] & _TX_MASK) not in _NOT_QUEUED:
+                    arrival(
+                        entry[E_TOPIC],
+                        entry[E_QUEUE_ID],
+                        entry[E_CONSUME_QUEUE_OFFSET],
+                        entry[E_TAGS_CODE],
+                        entry[E_STORE_TIMESTAMP],
+                    )
 
     def apply(self, entry: DispatchEntry) -> None:
         """Feed one record to the consume queue, the dispatchers and the listener."""
         self._queue([entry], 0)
         for sink in self._sinks:
             sink((entry,))
-        self.last_store_timestamp = entry[5]
+        self.last_store_timestamp = entry[E_STORE_TIMESTAMP]

@@ -24,7 +24,17 @@ from apogee.model.message import (
 from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.config import StoreConfig
 from apogee.store.consume_queue import ConsumeQueueTable, is_blank_unit
-from apogee.store.dispatch import DispatchRequest, entry_from_meta
+from apogee.store.dispatch import (
+    E_COMMIT_LOG_OFFSET,
+    E_CONSUME_QUEUE_OFFSET,
+    E_MSG_SIZE,
+    E_QUEUE_ID,
+    E_SYS_FLAG,
+    E_TAGS_CODE,
+    E_TOPIC,
+    DispatchRequest,
+    entry_from_meta,
+)
 from apogee.store.segment_queue import SegmentQueue
 
 #: (logical offset, commit-log offset, size, tag code) of each unit, by (topic, queue id)
@@ -92,10 +102,17 @@ def expected_queues(config: StoreConfig) -> QueueUnits:
                 if meta is None or meta.physical_offset != seg.start + pos:
                     return out  # the end of the valid log
                 entry = entry_from_meta(meta, config.delay_levels_ms)
-                tx = entry[9] & TRANSACTION_TYPE_MASK
+                tx = entry[E_SYS_FLAG] & TRANSACTION_TYPE_MASK
                 if tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-                    units = out.setdefault((entry[0], entry[1]), [])
-                    units.append((entry[6], entry[2], entry[3], entry[4]))
+                    units = out.setdefault((entry[E_TOPIC], entry[E_QUEUE_ID]), [])
+                    units.append(
+                        (
+                            entry[E_CONSUME_QUEUE_OFFSET],
+                            entry[E_COMMIT_LOG_OFFSET],
+                            entry[E_MSG_SIZE],
+                            entry[E_TAGS_CODE],
+                        )
+                    )
                 pos += checked.size
         return out
     finally:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import threading
 from pathlib import Path
@@ -17,8 +18,9 @@ from apogee.model.message import (
     StoreBatch,
     string_to_properties,
 )
+from apogee.store import dispatch
 from apogee.store.config import StoreConfig
-from apogee.store.dispatch import index_fields
+from apogee.store.dispatch import DispatchRequest, index_fields
 from apogee.store.file_store import FileMessageStore
 from apogee.testing.store import (
     RecordingDispatcher,
@@ -144,6 +146,17 @@ def test_a_dispatch_thread_woken_by_puts_feeds_the_queues(tmp_path: Path) -> Non
     assert store.max_offset_in_queue("TopicTest", 0) == 20
     assert heard == list(range(20))
     store.close()
+
+
+def test_each_entry_position_is_named_for_its_request_field_in_order() -> None:
+    fields = [f.name for f in dataclasses.fields(DispatchRequest)]
+    named = {name: getattr(dispatch, name) for name in dir(dispatch) if name.startswith("E_")}
+    assert sorted(named.values()) == list(range(len(fields)))
+    by_position = {position: name for name, position in named.items()}
+    spelled = {"E_PREPARED_OFFSET": "prepared_transaction_offset"}
+    for position, field in enumerate(fields):
+        name = by_position[position]
+        assert spelled.get(name, name.removeprefix("E_").lower()) == field
 
 
 _PIECES = st.sampled_from(
