@@ -7,13 +7,25 @@ Run from the harness folder, with this checkout installed there (``APOGEE_SRC``)
 
 The harness runs this file with ``servers`` (its server module) predefined. The
 ``apogee-client`` system runs ``apogee standalone`` like the harness's ``apogee-py``, in
-the same server group, so both are measured against one server.
+the same server group, so both are measured against one server (listed first in
+``--systems``, its server is the group's).
+
+The server runs as ``make run`` runs it: from the checkout's own ``.venv`` (made by
+``make``, on the interpreter the Makefile picks) when there is one, else from the
+harness's. The clients, Apogee's and the peers', all run in the harness's ``.venv``.
 """
 
 import os
 
 HARNESS = servers  # noqa: F821  # predefined by the harness
-VENV = os.path.join(os.path.dirname(os.path.abspath(HARNESS.__file__)), ".venv", "bin")
+HARNESS_VENV = os.path.join(os.path.dirname(os.path.abspath(HARNESS.__file__)), ".venv", "bin")
+CHECKOUT = os.environ.get("APOGEE_SRC")
+CHECKOUT_VENV = os.path.join(CHECKOUT, ".venv", "bin") if CHECKOUT else None
+VENV = (
+    CHECKOUT_VENV
+    if CHECKOUT_VENV and os.path.exists(os.path.join(CHECKOUT_VENV, "apogee"))
+    else HARNESS_VENV
+)
 
 
 def _standalone():
@@ -24,7 +36,8 @@ def _standalone():
         version_cmd=[
             f"{VENV}/python",
             "-c",
-            "import importlib.metadata as m; print('apogee', m.version('apogee'))",
+            "import importlib.metadata as m, sys;"
+            " print('apogee', m.version('apogee'), 'on Python', sys.version.split()[0])",
         ],
         extra={"namesrv": "127.0.0.1:9876"},
     )
