@@ -47,15 +47,10 @@ _HEADER_MASK = cython.declare(cython.Py_ssize_t, 0xFFFFFF)
 @cython.exceptval(check=False)
 def _int_len(v: cython.longlong) -> cython.Py_ssize_t:
     """Characters of ``v`` in decimal, its sign included."""
-    n: cython.Py_ssize_t = 1
     u: cython.ulonglong = cython.cast(cython.ulonglong, v)
     if v < 0:
-        n = 2
-        u = cython.cast(cython.ulonglong, 0) - u
-    while u >= 10:
-        u //= 10
-        n += 1
-    return n
+        return 1 + _digits(cython.cast(cython.ulonglong, 0) - u)
+    return _digits(u)
 
 
 @cython.cfunc
