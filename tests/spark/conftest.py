@@ -8,6 +8,14 @@ other's messages.
 
 The session is ``local[2,4]``: two worker threads, as local[2], and up to
 four attempts per task, so that a task failing on purpose is run again.
+
+Every JVM the tests start (this session, the crash tests' drivers, the
+standalone cluster's daemons and executors, ``spark-pipelines``) runs with
+the client compiler only and the serial collector: they live for seconds to
+minutes on small data, where the optimising compiler's work does not pay
+back. Measured here: a session's start and two small jobs take 25 s of CPU
+instead of 43 s; the four slowest tests, run twice each way in alternation,
+took 826 s of CPU instead of 1,110 s (wall time: 629 s instead of 672 s).
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from pyspark.sql import SparkSession
 import apogee.spark
 from apogee.testing.cluster import BrokerProcess, NamesrvProcess
 from tests.spark.helpers import SparkCluster
+
+#: Read by every ``java`` launcher (JDK 9+), so it reaches JVMs started by scripts too.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 TRANSACTION_CHECKS = {
     "transactionCheckInterval": "1000",
