@@ -134,14 +134,27 @@ def _java_crc32(data: bytes) -> int:
 
 class RegistrationService:
     """Registers at start, again after ``first_delay_s`` (RocketMQ: 10 s), then every
-    ``period_s``, and soon after ``request()``."""
+    ``period_s``, and soon after ``request()``.
+
+    A round that some name server did not accept is tried again after
+    ``retry_s``, doubling up to ``period_s``: a broker that starts while its
+    name server is busy or restarting is routable within seconds, not after
+    the next 30 s round.
+    """
 
     def __init__(
-        self, registrar: NamesrvRegistrar, period_s: float, first_delay_s: float = 10.0
+        self,
+        registrar: NamesrvRegistrar,
+        period_s: float,
+        first_delay_s: float = 10.0,
+        retry_s: float = 1.0,
     ) -> None:
         self._registrar = registrar
         self._period_s = period_s
-        self._next_wait_s = min(first_delay_s, period_s)
+        self._first_delay_s = min(first_delay_s, period_s)
+        self._retry_s = min(retry_s, period_s)
+        self._next_wait_s = self._first_delay_s
+        self._retry_wait_s: float | None = None  # while name servers miss rounds
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -161,7 +174,7 @@ class RegistrationService:
 
     async def start(self) -> None:
         """Register once now, then keep registering in the background."""
-        await self._registrar.register_all()
+        await self._round(self._first_delay_s)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="registration")
 
     async def _run(self) -> None:
@@ -170,13 +183,25 @@ class RegistrationService:
             # event's result when the event is set as the task is cancelled, so
             # ``stop`` would wait forever for a loop that never saw its cancel.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._period_s):
+                async with asyncio.timeout(self._next_wait_s):
                     await self._wake.wait()
             self._wake.clear()
             try:
-                await self._registrar.register_all()
+                await self._round(self._period_s)
             except Exception:
                 log.exception("registration round failed")
+                self._next_wait_s = self._period_s
+
+    async def _round(self, then_s: float) -> None:
+        """One round; the next comes after ``then_s``, or sooner when a name server missed it."""
+        accepted = await self._registrar.register_all()
+        if accepted < len(self._registrar.namesrv_addrs):
+            last = self._retry_wait_s
+            self._retry_wait_s = self._retry_s if last is None else min(last * 2, self._period_s)
+            self._next_wait_s = self._retry_wait_s
+        else:
+            self._retry_wait_s = None
+            self._next_wait_s = then_s
 
     async def stop(self) -> None:
         task, self._task = self._task, None

@@ -73,6 +73,53 @@ async def test_registration_repeats_and_survives_a_missing_name_server(tmp_path:
         assert registrar.master_addr is None  # a master is told no master address
 
 
+def _registrar(client: RemotingClient, namesrvs: list[str]) -> NamesrvRegistrar:
+    return NamesrvRegistrar(
+        client,
+        namesrvs,
+        BrokerIdentity("C", "b", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
+        lambda: TopicConfigWrapper({}, DataVersion(1, 1)),
+        timeout_s=1,
+    )
+
+
+async def test_the_second_round_comes_after_the_first_delay_then_each_period(
+    tmp_path: Path,
+) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        registrar = _registrar(client, [f"127.0.0.1:{ns.port}"])
+        service = RegistrationService(registrar, period_s=30, first_delay_s=0.2)
+
+        async def second() -> bool:
+            return registrar.registrations == 2
+
+        await service.start()
+        try:
+            assert registrar.registrations == 1
+            await eventually(second)
+            await asyncio.sleep(0.5)
+        finally:
+            await service.stop()
+        assert registrar.registrations == 2  # the next one is a period away
+
+
+async def test_a_round_a_name_server_missed_is_tried_again_within_seconds(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        # the second name server is not there (yet): the first still hears every round
+        registrar = _registrar(client, [f"127.0.0.1:{ns.port}", "127.0.0.1:1"])
+        service = RegistrationService(registrar, period_s=30, first_delay_s=30, retry_s=0.05)
+
+        async def retried() -> bool:
+            return registrar.registrations >= 4
+
+        await service.start()
+        try:
+            # retries after 0.05, 0.1, 0.2, 0.4 s ... instead of the 30 s first delay
+            await eventually(retried, 5.0)
+        finally:
+            await service.stop()
+
+
 async def test_a_body_whose_crc_has_the_top_bit_set_is_accepted(tmp_path: Path) -> None:
     # Java's UtilAll.crc32 clears the top bit; both sides must agree on that
     def wrapper(name: str) -> TopicConfigWrapper:
