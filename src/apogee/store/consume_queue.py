@@ -46,7 +46,6 @@ UNIT = struct.Struct(">qiq")
 assert UNIT.size == CQ_UNIT_SIZE
 _BLANK_UNIT: Final = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 _pack_unit = UNIT.pack_into
-_NOT_QUEUED: Final = (0x4, 0xC)  # PREPARED and ROLLBACK transaction records
 
 
 _write_units: Callable[..., int] = kernels.write_units

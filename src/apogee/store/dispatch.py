@@ -24,6 +24,8 @@ from apogee.model.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     property_value,
 )
 from apogee.model.message_codec import MESSAGE_MAGIC_CODE_V1, RecordMeta
@@ -71,6 +73,10 @@ E_KEYS: Final = 7
 E_UNIQ_KEY: Final = 8
 E_SYS_FLAG: Final = 9
 E_PREPARED_OFFSET: Final = 10  # DispatchRequest.prepared_transaction_offset
+
+#: Transaction types (``sys_flag & TRANSACTION_TYPE_MASK``) whose records enter no
+#: consume queue: half messages and rollback markers.
+NOT_QUEUED: Final = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
 class EntryDispatcher(Dispatcher, Protocol):

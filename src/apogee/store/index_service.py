@@ -40,6 +40,7 @@ from pathlib import Path
 
 from apogee._util.clock import SYSTEM_CLOCK, Clock
 from apogee.errors import DiskFullError, StoreError
+from apogee.model.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from apogee.store import kernels
 from apogee.store.dispatch import DispatchEntry, DispatchRequest
 from apogee.store.index_file import (
@@ -53,8 +54,6 @@ from apogee.store.index_file import (
 
 MAX_MSGS_NUM_BATCH = 64  # RocketMQ's maxMsgsNumBatch: the most offsets one query returns
 KEY_SEPARATOR = " "
-_TX_MASK = 0xC
-_TX_ROLLBACK = 0xC
 _NAME = re.compile(r"\d{17}")
 
 
@@ -175,7 +174,7 @@ class IndexService:
 
     def dispatch(self, request: DispatchRequest) -> None:
         """Index one record; records already indexed are skipped."""
-        if request.sys_flag & _TX_MASK == _TX_ROLLBACK:
+        if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
         keys = index_keys(request)
         if keys:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apogee.errors import DiskFullError
-from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from apogee.model.message import TRANSACTION_TYPE_MASK
 from apogee.model.message_codec import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
@@ -51,6 +51,7 @@ from apogee.store.dispatch import (
     E_QUEUE_ID,
     E_SYS_FLAG,
     E_TOPIC,
+    NOT_QUEUED,
     entry_from_meta,
 )
 from apogee.store.reput import Reput
@@ -60,8 +61,6 @@ log = logging.getLogger(__name__)
 #: ``progress(bytes scanned, bytes to scan)``, called every PROGRESS_STEP bytes of the scan
 RecoveryProgress = Callable[[int, int], None]
 PROGRESS_STEP = 8 << 20
-_TX_MASK = 0xC  # the transaction type bits of sysFlag
-_NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
 @dataclass(slots=True)
@@ -208,7 +207,7 @@ def _scan(  # noqa: PLR0917
                     report.dispatch_stopped_at, report.dispatch_problem = pos, str(exc)
             if (
                 report.dispatch_stopped_at is not None
-                and (entry[E_SYS_FLAG] & _TX_MASK) not in _NOT_QUEUED
+                and (entry[E_SYS_FLAG] & TRANSACTION_TYPE_MASK) not in NOT_QUEUED
             ):
                 key = (entry[E_TOPIC], entry[E_QUEUE_ID])
                 table = report.undispatched_queues

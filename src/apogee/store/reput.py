@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from apogee.model.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from apogee.model.message import TRANSACTION_TYPE_MASK
 from apogee.model.message_codec import RecordKind, check_record
 from apogee.store.commitlog import CommitLog
 from apogee.store.consume_queue import ConsumeQueueTable
@@ -28,6 +28,7 @@ from apogee.store.dispatch import (
     E_SYS_FLAG,
     E_TAGS_CODE,
     E_TOPIC,
+    NOT_QUEUED,
     DispatchEntry,
     Dispatcher,
     DispatchRequest,
@@ -36,9 +37,6 @@ from apogee.store.dispatch import (
 )
 from apogee.store.interface import ArrivalListener
 from apogee.store.kernels import take_handoff as _take_handoff
-
-_TX_MASK = 0xC
-_NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 #: Takes the records of one step, in log order.
 _Sink = Callable[[Sequence[DispatchEntry]], None]
@@ -191,7 +189,7 @@ class Reput:
         start = i
         while i < j:
             entry = entries[i]
-            if (entry[E_SYS_FLAG] & _TX_MASK) in _NOT_QUEUED:
+            if (entry[E_SYS_FLAG] & TRANSACTION_TYPE_MASK) in NOT_QUEUED:
                 i += 1
                 continue
             cq = queues.get((entry[E_TOPIC], entry[E_QUEUE_ID]))
@@ -201,7 +199,7 @@ class Reput:
         arrival = self.arrival
         if arrival is not None:
             for entry in entries[start:]:
-                if (entry[E_SYS_FLAG] & _TX_MASK) not in _NOT_QUEUED:
+                if (entry[E_SYS_FLAG] & TRANSACTION_TYPE_MASK) not in NOT_QUEUED:
                     arrival(
                         entry[E_TOPIC],
                         entry[E_QUEUE_ID],
