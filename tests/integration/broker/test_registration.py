@@ -54,25 +54,6 @@ async def test_a_broker_registers_its_topics_and_new_ones_at_once(tmp_path: Path
         assert await get_route(client, ns_addr, "Fresh") is None
 
 
-async def test_registration_repeats_and_survives_a_missing_name_server(tmp_path: Path) -> None:
-    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
-        registrar = NamesrvRegistrar(
-            client,
-            [f"127.0.0.1:{ns.port}", "127.0.0.1:1"],  # the second one is not there
-            BrokerIdentity("C", "b", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
-            lambda: TopicConfigWrapper({}, DataVersion(1, 1)),
-            timeout_s=1,
-        )
-        service = RegistrationService(registrar, period_s=0.05)
-        await service.start()
-        try:
-            await asyncio.sleep(0.3)
-        finally:
-            await service.stop()
-        assert registrar.registrations >= 3
-        assert registrar.master_addr is None  # a master is told no master address
-
-
 def _registrar(client: RemotingClient, namesrvs: list[str]) -> NamesrvRegistrar:
     return NamesrvRegistrar(
         client,
@@ -81,6 +62,20 @@ def _registrar(client: RemotingClient, namesrvs: list[str]) -> NamesrvRegistrar:
         lambda: TopicConfigWrapper({}, DataVersion(1, 1)),
         timeout_s=1,
     )
+
+
+async def test_registration_repeats_and_survives_a_missing_name_server(tmp_path: Path) -> None:
+    async with run_namesrv(tmp_path) as ns, RemotingClient() as client:
+        # the second one is not there
+        registrar = _registrar(client, [f"127.0.0.1:{ns.port}", "127.0.0.1:1"])
+        service = RegistrationService(registrar, period_s=0.05)
+        await service.start()
+        try:
+            await asyncio.sleep(0.3)
+        finally:
+            await service.stop()
+        assert registrar.registrations >= 3
+        assert registrar.master_addr is None  # a master is told no master address
 
 
 async def test_the_second_round_comes_after_the_first_delay_then_each_period(
