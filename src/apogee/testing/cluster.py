@@ -372,6 +372,8 @@ class StandaloneProcess(_Process):
         super().start(timeout_s)
         assert self.proc is not None
         wait_listening(self.broker_port, self.proc, timeout_s)
+        # The broker listens before it registers, as in BrokerProcess.
+        wait_registered(self.address, self.broker_address, timeout_s=timeout_s)
 
     @property
     def broker_address(self) -> str:
