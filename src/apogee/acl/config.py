@@ -32,8 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from apogee.acl.address import AddressPattern
 from apogee.acl.permission import Perm, parse_perm, parse_resource_perms
 from apogee.errors import ConfigError
@@ -85,6 +83,8 @@ EMPTY_TABLE = AclTable((), {}, DataVersion())
 
 def load_document(text: str, source: str) -> Document:
     """The YAML mapping of ``text``; an empty file is an empty document."""
+    import yaml  # noqa: PLC0415 - a broker without ACL never needs it (30 ms to import)
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -97,6 +97,8 @@ def load_document(text: str, source: str) -> Document:
 
 
 def dump_document(doc: Document) -> str:
+    import yaml  # noqa: PLC0415 - as in load_document
+
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 

@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 
 import click
 import orjson
-import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -150,6 +149,8 @@ def tools_credentials(home: str | None) -> SessionCredentials | None:
     """The accessKey/secretKey of ``<home>/conf/tools.yml``, mqadmin's credentials file."""
     if not home:
         return None
+    import yaml  # noqa: PLC0415 - only a command given a home reads YAML (30 ms to import)
+
     path = Path(home).expanduser() / "conf" / "tools.yml"
     try:
         doc = yaml.safe_load(path.read_text("utf-8"))
