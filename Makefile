@@ -45,9 +45,13 @@ java:
 # PYTHONDONTWRITEBYTECODE is set (as in many containers and CI runners), every process
 # would then compile the package from its source as it starts: about 0.4 s of CPU for a
 # broker, and again for every CLI call and Spark worker. Compiled here once (and again
-# only what changed since); Python only reads these files.
+# only what changed since); Python only reads these files. Spark's Python workers import
+# PySpark from its pyspark.zip, which PyPI ships without byte-code: each worker compiled
+# PySpark again, about 1.2 s of CPU here, so the archive gets byte-code too
+# (apogee.spark.worker_archive; left alone once it has this interpreter's).
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q src/apogee
+	$(BIN)/python -m apogee.spark.worker_archive
 
 # `make run CONF=my.conf ARGS="--store /data/store --listen 0.0.0.0:10911"`
 CONF ?= conf/broker.conf
