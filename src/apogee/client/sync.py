@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from apogee.client import instance as instance_module
 from apogee.client import lite_pull_consumer as async_lite
@@ -121,40 +121,30 @@ class LoopThread:
         self._thread.join(_CLOSE_TIMEOUT_S)
 
 
-class Producer:
-    """``apogee.client.Producer`` with blocking methods; the same options."""
+class _Lifecycle(Protocol):
+    """What a sync shell needs of its asyncio twin."""
 
-    def __init__(
-        self,
-        group: str = async_producer.DEFAULT_PRODUCER_GROUP,
-        *,
-        namesrv: str | Sequence[str],
-        **options: Any,
-    ) -> None:
-        self._runner = LoopThread.get()
-        self._async = self._make(group, namesrv, options)
+    @property
+    def group(self) -> str: ...
 
-    def _make(
-        self, group: str, namesrv: str | Sequence[str], options: dict[str, Any]
-    ) -> async_producer.Producer:
-        return async_producer.Producer(group, namesrv=namesrv, **options)
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+A = TypeVar("A", bound=_Lifecycle)
+
+
+class _Shell(Generic[A]):
+    """A blocking client around its asyncio twin ``_async``, which runs on the loop thread:
+    start, close, ``with`` and the group name, shared by every sync client."""
+
+    _runner: LoopThread
+    _async: A
 
     @property
     def group(self) -> str:
         return self._async.group
-
-    @property
-    def config(self) -> async_producer.ProducerConfig:
-        return self._async.config
-
-    @property
-    def fault_table(self) -> LatencyFaultTable | None:
-        return self._async.fault_table
-
-    @property
-    def asyncio_producer(self) -> async_producer.Producer:
-        """The asyncio producer this one drives (use it only on ``LoopThread.get().loop``)."""
-        return self._async
 
     def start(self) -> None:
         self._runner.run(self._async.start())
@@ -173,6 +163,38 @@ class Producer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class Producer(_Shell[async_producer.Producer]):
+    """``apogee.client.Producer`` with blocking methods; the same options."""
+
+    def __init__(
+        self,
+        group: str = async_producer.DEFAULT_PRODUCER_GROUP,
+        *,
+        namesrv: str | Sequence[str],
+        **options: Any,
+    ) -> None:
+        self._runner = LoopThread.get()
+        self._async = self._make(group, namesrv, options)
+
+    def _make(
+        self, group: str, namesrv: str | Sequence[str], options: dict[str, Any]
+    ) -> async_producer.Producer:
+        return async_producer.Producer(group, namesrv=namesrv, **options)
+
+    @property
+    def config(self) -> async_producer.ProducerConfig:
+        return self._async.config
+
+    @property
+    def fault_table(self) -> LatencyFaultTable | None:
+        return self._async.fault_table
+
+    @property
+    def asyncio_producer(self) -> async_producer.Producer:
+        """The asyncio producer this one drives (use it only on ``LoopThread.get().loop``)."""
+        return self._async
 
     def send(
         self,
@@ -288,7 +310,7 @@ class TransactionProducer(Producer):
         return run(tx.end_with(half, outcome))
 
 
-class PushConsumer:
+class PushConsumer(_Shell[async_push.PushConsumer]):
     """``apogee.client.PushConsumer`` with blocking methods; the same options.
 
     ``listener`` is a plain function: it runs in a pool of ``consume_concurrency``
@@ -328,10 +350,6 @@ class PushConsumer:
         )
 
     @property
-    def group(self) -> str:
-        return self._async.group
-
-    @property
     def asyncio_consumer(self) -> async_push.PushConsumer:
         """The asyncio consumer this one drives (use it only on ``LoopThread.get().loop``)."""
         return self._async
@@ -345,17 +363,10 @@ class PushConsumer:
     def assignment(self) -> set[MessageQueue]:
         return self._runner.run(_call(self._async.assignment))
 
-    def start(self) -> None:
-        self._runner.run(self._async.start())
-
     def close(self) -> None:
-        self._runner.run(self._async.close())
+        super().close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
 
     def __exit__(
         self,
@@ -382,16 +393,12 @@ class PushConsumer:
         self._runner.run(self._async.reconsume_later(msg))
 
 
-class LitePullConsumer:
+class LitePullConsumer(_Shell[async_lite.LitePullConsumer]):
     """``apogee.client.LitePullConsumer`` with blocking methods; the same options."""
 
     def __init__(self, group: str, *, namesrv: str | Sequence[str], **options: Any) -> None:
         self._runner = LoopThread.get()
         self._async = async_lite.LitePullConsumer(group, namesrv=namesrv, **options)
-
-    @property
-    def group(self) -> str:
-        return self._async.group
 
     @property
     def asyncio_consumer(self) -> async_lite.LitePullConsumer:
@@ -411,24 +418,6 @@ class LitePullConsumer:
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return self._runner.run(self._async.fetch_queues(topic))
-
-    def start(self) -> None:
-        self._runner.run(self._async.start())
-
-    def close(self) -> None:
-        self._runner.run(self._async.close())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def poll(self, timeout: float = 5.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         return self._runner.run(self._async.poll(timeout, max_messages))
