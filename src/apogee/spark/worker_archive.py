@@ -1,7 +1,8 @@
 """Byte-code for the archives PySpark puts first on its Python workers' path.
 
 Owns: adding compiled modules to ``pyspark/python/lib/*.zip`` of the PySpark
-installation (``add_bytecode``), and the command that does it::
+installation (``add_bytecode``), the hint the Spark commands print while they
+lack it (``startup_hint``), and the command that adds it::
 
     python -m apogee.spark.worker_archive
 
@@ -111,6 +112,20 @@ def worker_archives() -> list[Path]:
         return []
     lib = Path(next(iter(spec.submodule_search_locations)), "python", "lib")
     return sorted(lib.glob("*.zip"))
+
+
+def startup_hint(archives: list[Path] | None = None) -> str | None:
+    """A line for a command about to start Spark when the workers' archives (default: the
+    installed PySpark's) lack byte-code."""
+    missing = [a for a in (worker_archives() if archives is None else archives)
+               if not has_bytecode(a)]  # fmt: skip
+    if not missing:
+        return None
+    return (
+        f"note: {missing[0].name} has no byte-code, so each Python worker Spark starts "
+        "compiles PySpark first (about a second of CPU); "
+        "`python -m apogee.spark.worker_archive` adds it once"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

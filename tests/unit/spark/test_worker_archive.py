@@ -13,7 +13,13 @@ import sys
 import zipfile
 from pathlib import Path
 
-from apogee.spark.worker_archive import add_bytecode, has_bytecode, main
+from apogee.spark.worker_archive import (
+    add_bytecode,
+    has_bytecode,
+    main,
+    startup_hint,
+    worker_archives,
+)
 
 MODULES = {
     "pkg/__init__.py": b"from pkg.inner import answer\n",
@@ -95,3 +101,19 @@ def test_bytecode_of_another_interpreter_is_replaced_and_never_breaks_an_import(
     assert add_bytecode(stale) == 2
     assert has_bytecode(stale)
     assert import_from(stale)["file"] == f"{stale}/pkg/inner.pyc"
+
+
+def test_the_spark_commands_hint_at_the_command_while_an_archive_lacks_bytecode(
+    tmp_path: Path,
+) -> None:
+    path = archive(tmp_path)
+    hint = startup_hint([path])
+    assert hint is not None and "lib.zip" in hint and "apogee.spark.worker_archive" in hint
+    add_bytecode(path)
+    assert startup_hint([path]) is None
+
+
+def test_the_installed_pyspark_archive_is_found_and_make_gave_it_bytecode() -> None:
+    names = [p.name for p in worker_archives()]
+    assert "pyspark.zip" in names
+    assert startup_hint() is None  # `make bytecode` ran before the tests
