@@ -57,7 +57,7 @@ from pyspark.sql.types import StructType
 
 from apogee._util.progress import Progress, print_summary
 from apogee.bench.cluster import cluster, cpu_seconds, namesrv_option
-from apogee.spark.worker_archive import startup_hint
+from apogee.spark.worker_archive import print_startup_hint
 
 # the stream's two columns, for the query that reads only them
 _NARROW = "body binary, tags string"
@@ -181,9 +181,7 @@ def _run(
     preload = _timed(lambda: _preload(io_cluster, source, count, size))
     _phase(bar, 1)
 
-    hint = startup_hint()
-    if hint is not None:
-        click.echo(hint, err=True)
+    print_startup_hint()
     spark = (
         SparkSession.builder.master(master)
         .appName("apogee-bench-spark")

@@ -20,11 +20,9 @@ def _spark_session(master: str, app: str, confs: tuple[str, ...]) -> object:
     from pyspark.sql import SparkSession  # noqa: PLC0415  # PySpark loads only for this command
 
     import apogee.spark  # noqa: PLC0415
-    from apogee.spark.worker_archive import startup_hint  # noqa: PLC0415
+    from apogee.spark.worker_archive import print_startup_hint  # noqa: PLC0415
 
-    hint = startup_hint()
-    if hint is not None:
-        click.echo(hint, err=True)
+    print_startup_hint()
 
     builder = SparkSession.builder.master(master).appName(app)
     builder = builder.config("spark.sql.shuffle.partitions", "4")

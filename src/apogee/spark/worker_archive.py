@@ -2,7 +2,7 @@
 
 Owns: adding compiled modules to ``pyspark/python/lib/*.zip`` of the PySpark
 installation (``add_bytecode``), the hint the Spark commands print while they
-lack it (``startup_hint``), and the command that adds it::
+lack it (``startup_hint``, ``print_startup_hint``), and the command that adds it::
 
     python -m apogee.spark.worker_archive
 
@@ -126,6 +126,14 @@ def startup_hint(archives: list[Path] | None = None) -> str | None:
         "compiles PySpark first (about a second of CPU); "
         "`python -m apogee.spark.worker_archive` adds it once"
     )
+
+
+def print_startup_hint(archives: list[Path] | None = None) -> None:
+    """Print ``startup_hint(archives)`` to stderr, if there is one (the Spark commands call
+    this before they start Spark)."""
+    hint = startup_hint(archives)
+    if hint is not None:
+        print(hint, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

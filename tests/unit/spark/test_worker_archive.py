@@ -13,10 +13,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from apogee.spark.worker_archive import (
     add_bytecode,
     has_bytecode,
     main,
+    print_startup_hint,
     startup_hint,
     worker_archives,
 )
@@ -117,3 +120,15 @@ def test_the_installed_pyspark_archive_is_found_and_make_gave_it_bytecode() -> N
     names = [p.name for p in worker_archives()]
     assert "pyspark.zip" in names
     assert startup_hint() is None  # `make bytecode` ran before the tests
+
+
+def test_print_startup_hint_prints_the_hint_to_stderr_only_when_there_is_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = archive(tmp_path)
+    print_startup_hint([path])
+    shown = capsys.readouterr()
+    assert shown.out == "" and shown.err == f"{startup_hint([path])}\n"
+    add_bytecode(path)
+    print_startup_hint([path])
+    assert capsys.readouterr() == ("", "")
